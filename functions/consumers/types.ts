@@ -1,0 +1,111 @@
+/**
+ * The shape of a consumer declaration: the one extension point of the system. The
+ * functions and the CDK app both read the declarations in ./index.ts; a team adds a
+ * consumer by adding a declaration there and nothing else.
+ */
+import type { z } from 'zod';
+import type { TransactionSql } from '../lib/db';
+
+/** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
+export type Dialect = 'canonical' | 'snake_case';
+
+/** deferred: stored by ingest, processed by the scheduled worker. inline: processed in the ingest transaction. */
+export type Mode = 'deferred' | 'inline';
+
+/** What a handler receives: the inbox row's identity and its payload, parsed by the handler's schema. */
+export interface InboxEvent<P = unknown> {
+  inboxId: string;
+  consumerName: string;
+  eventId: string;
+  eventType: string;
+  eventVersion: number;
+  aggregateType: string;
+  aggregateId: string;
+  /** The envelope's aggregateVersion, when it carries one. */
+  aggregateVersion: number | null;
+  /** A dialect's tenant field (snake_case: org_id); the handler translates it. */
+  tenantId: string | null;
+  producer: string;
+  occurredAt: Date;
+  correlationId: string | null;
+  causationId: string | null;
+  /** 1 for the first attempt. */
+  attempt: number;
+  payload: P;
+}
+
+export interface EventHandler<P = unknown> {
+  /** The payload's schema for this type@version; a payload that fails it is quarantined PAYLOAD_INVALID. */
+  payload: z.ZodType<P>;
+  /**
+   * Side effects, in the transaction that also records the row's new status. Must be
+   * idempotent with respect to the domain (the inbox makes redelivery harmless, but a
+   * handler should still write "insert if absent" rather than "insert").
+   * Throw RetryableError / NonRetryableError (or let a database error through: it is
+   * classified by SQLSTATE).
+   */
+  handle(tx: TransactionSql, event: InboxEvent<P>): Promise<void>;
+}
+
+/** Handlers keyed by event type, then by event version. */
+export type HandlerTable = Record<string, Record<number, EventHandler<any>>>;
+
+export interface RetryPolicy {
+  /** Attempts before MAX_ATTEMPTS_EXCEEDED (seed 000: 10). */
+  maxAttempts: number;
+  /** Delay before attempt n+1 after attempt n failed, indexed by n-1; the last entry repeats. */
+  backoffSeconds: number[];
+  /** Random jitter added to each delay: up to min(maxJitterSeconds, delay). */
+  maxJitterSeconds: number;
+  /** A version gap is retried after this long… */
+  versionGapRetrySeconds: number;
+  /** …until the row has waited this long since it was received; then AGGREGATE_VERSION_GAP. */
+  versionGapMaxWaitSeconds: number;
+}
+
+export interface RetentionPolicy {
+  /** Finished rows keep payload, headers and error detail this long. */
+  payloadRetentionDays: number;
+  /** Finished rows keep their dedupe key this long (at least the topic's retention); then deleted. */
+  dedupeWindowDays: number;
+  /** Raw poison rows are kept this long. */
+  poisonRetentionDays: number;
+}
+
+export interface ConsumerDeclaration {
+  /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
+  name: string;
+  topics: string[];
+  dialect: Dialect;
+  mode: Mode;
+  /** What the dialect lacks and the declaration supplies (snake_case has no aggregate type or producer). */
+  envelopeDefaults?: { aggregateType?: string; producer?: string };
+  handlers: HandlerTable;
+  /** Event types that are "not this consumer's business": recorded as IGNORED, not quarantined. */
+  ignores?: (eventType: string) => boolean;
+  retry: RetryPolicy;
+  retention: RetentionPolicy;
+}
+
+/** Keep the payload type of a handler tied to its schema. */
+export function defineHandler<S extends z.ZodType>(handler: {
+  payload: S;
+  handle(tx: TransactionSql, event: InboxEvent<z.output<S>>): Promise<void>;
+}): EventHandler<z.output<S>> {
+  return handler as EventHandler<z.output<S>>;
+}
+
+/** Seed 000's retry schedule. */
+export const DEFAULT_RETRY: RetryPolicy = {
+  maxAttempts: 10,
+  backoffSeconds: [5, 5, 30, 120, 600, 1800],
+  maxJitterSeconds: 60,
+  versionGapRetrySeconds: 2,
+  versionGapMaxWaitSeconds: 15 * 60,
+};
+
+export const DEFAULT_RETENTION: RetentionPolicy = {
+  payloadRetentionDays: 7,
+  dedupeWindowDays: 30,
+  poisonRetentionDays: 30,
+};

@@ -1,0 +1,187 @@
+/**
+ * Configuration, parsed once from the environment at cold start.
+ *
+ * This module and `cdk/app.ts` are the only places that read the environment. Every
+ * setting has a named default; a missing or malformed variable fails at start with the
+ * variable's name in the message, never later in the middle of a batch.
+ */
+import { z } from 'zod';
+
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ConfigError';
+  }
+}
+
+export type Env = Record<string, string | undefined>;
+
+const integer = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z
+    .string()
+    .trim()
+    .regex(/^-?\d+$/, 'must be a whole number')
+    .transform(Number)
+    .pipe(z.number().int().min(min).max(max));
+
+const boolean = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no']))
+  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+
+const postgresUrl = z
+  .string()
+  .trim()
+  .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL');
+
+export const DEFAULTS = {
+  dbPoolMax: 4,
+  dbIdleTimeoutSeconds: 20,
+  dbConnectTimeoutSeconds: 5,
+  dbStatementTimeoutMs: 30_000,
+  maxPayloadBytes: 256 * 1024,
+  workerBatchSize: 100,
+  workerSafetyMarginMs: 10_000,
+  leaseSeconds: 300,
+  reaperBatchSize: 1_000,
+  metricsNamespace: 'KafkaInbox',
+  serviceName: 'kafka-inbox',
+  logLevel: 'INFO',
+} as const;
+
+/**
+ * The variables, each with its default. Unset and empty values take the default;
+ * a set value that does not parse is an error naming the variable.
+ */
+const schema = z
+  .object({
+    /** A full connection string (local runs, tests). Mutually exclusive with DB_SECRET_ARN. */
+    DATABASE_URL: postgresUrl.optional(),
+    /** The Secrets Manager secret of the cluster (in AWS). Its JSON carries host, port, user, password, dbname. */
+    DB_SECRET_ARN: z.string().trim().startsWith('arn:', 'must be a secret ARN').optional(),
+    /** Overrides the secret's host, e.g. with an RDS Proxy endpoint. */
+    DB_HOST: z.string().trim().min(1).optional(),
+    /** 'require' outside localhost by default; 'disable' for local servers. */
+    DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
+    /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
+    DB_PREPARE: boolean.default(true),
+    DB_POOL_MAX: integer(1, 100).default(DEFAULTS.dbPoolMax),
+    DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600).default(DEFAULTS.dbIdleTimeoutSeconds),
+    DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60).default(DEFAULTS.dbConnectTimeoutSeconds),
+    DB_STATEMENT_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbStatementTimeoutMs),
+
+    /** Which consumer declaration this function serves (ingest and worker). */
+    CONSUMER_NAME: z.string().trim().min(1).optional(),
+
+    MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024).default(DEFAULTS.maxPayloadBytes),
+    WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize),
+    WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
+    LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
+    REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
+
+    /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
+    SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
+    WORKER_SCHEDULES: z
+      .string()
+      .trim()
+      .transform((v, ctx) => {
+        try {
+          return z.record(z.string(), z.string()).parse(JSON.parse(v));
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'must be a JSON object of consumer name to schedule name' });
+          return z.NEVER;
+        }
+      })
+      .optional(),
+
+    METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace),
+    SERVICE_NAME: z.string().trim().min(1).default(DEFAULTS.serviceName),
+    LOG_LEVEL: z
+      .string()
+      .trim()
+      .toUpperCase()
+      .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT', 'CRITICAL']))
+      .default(DEFAULTS.logLevel),
+  })
+  .superRefine((env, ctx) => {
+    if (env.DATABASE_URL === undefined && env.DB_SECRET_ARN === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'set DATABASE_URL (local) or DB_SECRET_ARN (AWS)' });
+    }
+    if (env.DATABASE_URL !== undefined && env.DB_SECRET_ARN !== undefined) {
+      ctx.addIssue({ code: 'custom', path: ['DB_SECRET_ARN'], message: 'set DATABASE_URL or DB_SECRET_ARN, not both' });
+    }
+  });
+
+export interface DatabaseConfig {
+  url?: string;
+  secretArn?: string;
+  hostOverride?: string;
+  ssl?: 'disable' | 'require' | 'verify-full';
+  prepare: boolean;
+  poolMax: number;
+  idleTimeoutSeconds: number;
+  connectTimeoutSeconds: number;
+  statementTimeoutMs: number;
+}
+
+export interface Config {
+  database: DatabaseConfig;
+  consumerName?: string;
+  maxPayloadBytes: number;
+  worker: { batchSize: number; safetyMarginMs: number; leaseSeconds: number };
+  reaper: { batchSize: number };
+  scheduler: { groupName?: string; workerSchedules: Record<string, string> };
+  observability: { metricsNamespace: string; serviceName: string; logLevel: string };
+}
+
+/** Parse a configuration from an environment-shaped record. Throws ConfigError naming every bad variable. */
+export function parseConfig(env: Env): Config {
+  // Empty strings mean "unset": CDK and shells often pass them for optional settings.
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v.trim() !== ''));
+  const result = schema.safeParse(cleaned);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => `${issue.path.join('.') || '(environment)'}: ${issue.message}`);
+    throw new ConfigError(`Invalid configuration: ${problems.join('; ')}`);
+  }
+  const e = result.data;
+  return {
+    database: {
+      ...(e.DATABASE_URL !== undefined ? { url: e.DATABASE_URL } : {}),
+      ...(e.DB_SECRET_ARN !== undefined ? { secretArn: e.DB_SECRET_ARN } : {}),
+      ...(e.DB_HOST !== undefined ? { hostOverride: e.DB_HOST } : {}),
+      ...(e.DB_SSL !== undefined ? { ssl: e.DB_SSL } : {}),
+      prepare: e.DB_PREPARE,
+      poolMax: e.DB_POOL_MAX,
+      idleTimeoutSeconds: e.DB_IDLE_TIMEOUT_SECONDS,
+      connectTimeoutSeconds: e.DB_CONNECT_TIMEOUT_SECONDS,
+      statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+    },
+    ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
+    maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
+    worker: { batchSize: e.WORKER_BATCH_SIZE, safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS, leaseSeconds: e.LEASE_SECONDS },
+    reaper: { batchSize: e.REAPER_BATCH_SIZE },
+    scheduler: {
+      ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
+      workerSchedules: e.WORKER_SCHEDULES ?? {},
+    },
+    observability: { metricsNamespace: e.METRICS_NAMESPACE, serviceName: e.SERVICE_NAME, logLevel: e.LOG_LEVEL },
+  };
+}
+
+/** A configuration that must name a consumer (ingest and worker functions). */
+export function requireConsumerName(config: Config): string {
+  if (config.consumerName === undefined) {
+    throw new ConfigError('Invalid configuration: CONSUMER_NAME: required for this function');
+  }
+  return config.consumerName;
+}
+
+let cached: Config | undefined;
+
+/** The process's configuration, parsed from process.env on first use and then kept. */
+export function loadConfig(): Config {
+  cached ??= parseConfig(process.env);
+  return cached;
+}

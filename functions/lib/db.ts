@@ -1,0 +1,111 @@
+/**
+ * The postgres.js client, built once per Lambda container from the configuration.
+ *
+ * Lambda freezes the process between invocations, so the client lives at module scope
+ * with a small pool and an idle timeout: a frozen container holds few connections, and a
+ * thawed one reconnects instead of writing to a socket the server closed long ago.
+ */
+import postgres from 'postgres';
+import type { DatabaseConfig } from './config';
+
+export type Sql = postgres.Sql<Record<string, unknown>>;
+export type TransactionSql = postgres.TransactionSql<Record<string, unknown>>;
+/** Anything a query can be issued on: the pool, a reserved connection or a transaction. */
+export type Queryable = Sql | TransactionSql;
+
+/** The fields of an RDS-generated database secret that the client needs. */
+interface DatabaseSecret {
+  host: string;
+  port?: number;
+  username: string;
+  password: string;
+  dbname?: string;
+}
+
+export type SecretReader = (secretArn: string) => Promise<string>;
+
+/** Reads a secret with the AWS SDK; loaded lazily so local runs never touch it. */
+const readSecretFromAws: SecretReader = async (secretArn) => {
+  const { SecretsManagerClient, GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
+  const client = new SecretsManagerClient({});
+  const out = await client.send(new GetSecretValueCommand({ SecretId: secretArn }));
+  if (out.SecretString === undefined) throw new Error('database secret has no SecretString');
+  return out.SecretString;
+};
+
+function isLocalHost(host: string): boolean {
+  return host === 'localhost' || host === '::1' || host.startsWith('127.') || host.startsWith('/');
+}
+
+function sslOption(mode: DatabaseConfig['ssl'], host: string): postgres.Options<{}>['ssl'] {
+  const effective = mode ?? (isLocalHost(host) ? 'disable' : 'require');
+  if (effective === 'disable') return false;
+  if (effective === 'verify-full') return 'verify-full';
+  return 'require';
+}
+
+/**
+ * bigint columns (offsets, aggregate versions, counts) come back as JS numbers: Kafka
+ * offsets and versions stay far below 2^53, and numbers keep the handlers' code plain.
+ */
+export const TYPES = {
+  bigint: {
+    to: 20,
+    from: [20],
+    serialize: (x: number | bigint) => x.toString(),
+    parse: (x: string) => Number(x),
+  },
+};
+
+function baseOptions(config: DatabaseConfig): postgres.Options<{}> {
+  return {
+    max: config.poolMax,
+    idle_timeout: config.idleTimeoutSeconds,
+    connect_timeout: config.connectTimeoutSeconds,
+    // Recycle connections so that a failover or a rotated secret is picked up.
+    max_lifetime: 60 * 15,
+    prepare: config.prepare,
+    onnotice: () => {},
+    connection: {
+      application_name: 'kafka-inbox',
+      ...(config.statementTimeoutMs > 0 ? { statement_timeout: config.statementTimeoutMs } : {}),
+    },
+    types: TYPES,
+  };
+}
+
+/** Build a client from a configuration; resolves the secret first when one is configured. */
+export async function createSql(config: DatabaseConfig, readSecret: SecretReader = readSecretFromAws): Promise<Sql> {
+  if (config.url !== undefined) {
+    const host = new URL(config.url).hostname;
+    return postgres(config.url, { ...baseOptions(config), ssl: sslOption(config.ssl, host) }) as unknown as Sql;
+  }
+  if (config.secretArn === undefined) throw new Error('no database configured');
+  const secret = JSON.parse(await readSecret(config.secretArn)) as DatabaseSecret;
+  const host = config.hostOverride ?? secret.host;
+  return postgres({
+    ...baseOptions(config),
+    host,
+    port: secret.port ?? 5432,
+    database: secret.dbname ?? 'postgres',
+    username: secret.username,
+    password: secret.password,
+    ssl: sslOption(config.ssl, host),
+  }) as unknown as Sql;
+}
+
+let shared: Promise<Sql> | undefined;
+
+/**
+ * The container's shared client. The first call builds it; a failed build is forgotten
+ * so that the next invocation tries again instead of failing forever.
+ */
+export function getSql(config: DatabaseConfig): Promise<Sql> {
+  if (shared === undefined) {
+    shared = createSql(config).catch((error: unknown) => {
+      shared = undefined;
+      throw error;
+    });
+  }
+  return shared;
+}

@@ -1,0 +1,30 @@
+/**
+ * Every metric the functions emit, by name. The CDK dashboard and alarms import this
+ * module too, so the dashboard can never chart a metric that nobody emits.
+ * All metrics carry the dimension `ConsumerName`.
+ */
+export const METRIC_DIMENSION = 'ConsumerName';
+
+export const MetricNames = {
+  // ingest
+  RecordsReceived: 'RecordsReceived',
+  RecordsInserted: 'RecordsInserted',
+  RecordsDuplicate: 'RecordsDuplicate',
+  RecordsPoisoned: 'RecordsPoisoned',
+  BatchItemFailures: 'BatchItemFailures',
+  // processing (worker, and ingest in inline mode)
+  EventsProcessed: 'EventsProcessed',
+  EventsRetried: 'EventsRetried',
+  EventsQuarantined: 'EventsQuarantined',
+  EventsIgnored: 'EventsIgnored',
+  ProcessingLatency: 'ProcessingLatency',
+  // reaper gauges
+  DueDepth: 'DueDepth',
+  OldestDueAgeSeconds: 'OldestDueAgeSeconds',
+  QuarantineDepth: 'QuarantineDepth',
+  PoisonLastHour: 'PoisonLastHour',
+  StaleLeasesReleased: 'StaleLeasesReleased',
+  RowsPurged: 'RowsPurged',
+} as const;
+
+export type MetricName = (typeof MetricNames)[keyof typeof MetricNames];

@@ -1,0 +1,34 @@
+/**
+ * The Logger and Metrics instances. Log lines are structured JSON; no payload, header
+ * value or credential is ever passed to the logger — only identifiers and counts.
+ */
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { Config } from './config';
+import { METRIC_DIMENSION, type MetricName } from './metric-names';
+
+export { MetricUnit };
+
+export interface Observability {
+  logger: Logger;
+  metrics: Metrics;
+}
+
+export function createObservability(config: Config, component: string): Observability {
+  const logger = new Logger({
+    serviceName: config.observability.serviceName,
+    logLevel: config.observability.logLevel as never,
+    persistentKeys: { component, ...(config.consumerName ? { consumerName: config.consumerName } : {}) },
+  });
+  const metrics = new Metrics({
+    namespace: config.observability.metricsNamespace,
+    serviceName: config.observability.serviceName,
+    ...(config.consumerName ? { defaultDimensions: { [METRIC_DIMENSION]: config.consumerName } } : {}),
+  });
+  return { logger, metrics };
+}
+
+/** Add a count metric (skips nothing: zero is a data point dashboards rely on). */
+export function count(metrics: Metrics, name: MetricName, value: number): void {
+  metrics.addMetric(name, MetricUnit.Count, value);
+}

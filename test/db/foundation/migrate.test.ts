@@ -1,0 +1,140 @@
+import { mkdtemp, readdir, writeFile, copyFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
+import { createTestDatabase, type TestDatabase } from '../../helpers/db';
+
+/** An empty database (no schema at all): the template is migrated, so drop what it has. */
+async function emptyDatabase(): Promise<TestDatabase> {
+  const db = await createTestDatabase();
+  await db.sql.unsafe(`
+    drop schema integration cascade; drop schema read_model cascade; drop schema case_core cascade;
+    drop table public.notification_jobs; drop table public.inbox_schema_migrations;`);
+  const left = await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
+  expect(left).toEqual([]);
+  return db;
+}
+
+async function folderWith(files: Record<string, string>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'migrations-'));
+  for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
+  return dir;
+}
+
+async function appliedVersions(db: TestDatabase): Promise<number[]> {
+  const rows = await db.sql<{ version: number }[]>`select version from public.inbox_schema_migrations order by version`;
+  return rows.map((r) => r.version);
+}
+
+describe('migration runner', () => {
+  it('applies every project migration to an empty database, and a re-run is a no-op', async () => {
+    const db = await emptyDatabase();
+    try {
+      const migrations = await loadMigrations(MIGRATIONS_DIR);
+      const files = (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')).sort();
+      expect(migrations.map((m) => m.name)).toEqual(files);
+
+      const first = await migrate(db.sql, migrations);
+      expect(first.applied).toEqual(files);
+      expect(await appliedVersions(db)).toEqual(migrations.map((m) => m.version));
+
+      const second = await migrate(db.sql, migrations);
+      expect(second.applied).toEqual([]);
+      expect(second.alreadyApplied).toBe(files.length);
+      expect(await appliedVersions(db)).toEqual(migrations.map((m) => m.version));
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('applies each file once when two runs race', async () => {
+    const db = await emptyDatabase();
+    try {
+      // A side effect that would show a second application: a counter row per run of file 2.
+      const dir = await folderWith({
+        '0001_counter.sql': 'create table applied_count (file text, n int default 1);',
+        '0002_bump.sql': "select pg_sleep(0.2); insert into applied_count (file) values ('0002');",
+        '0003_bump.sql': "insert into applied_count (file) values ('0003');",
+      });
+      const migrations = await loadMigrations(dir);
+      const a = db.client({ max: 1 });
+      const b = db.client({ max: 1 });
+      const [ra, rb] = await Promise.all([migrate(a, migrations), migrate(b, migrations)]);
+      expect([...ra.applied, ...rb.applied].sort()).toEqual(['0001_counter.sql', '0002_bump.sql', '0003_bump.sql']);
+      const counts = await db.sql`select file, count(*)::int as n from applied_count group by file order by file`;
+      expect(counts).toEqual([
+        { file: '0002', n: 1 },
+        { file: '0003', n: 1 },
+      ]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses to run when an applied file has changed', async () => {
+    const db = await emptyDatabase();
+    try {
+      const dir = await folderWith({
+        '0001_a.sql': 'create table a (id int);',
+        '0002_b.sql': 'create table b (id int);',
+      });
+      await migrate(db.sql, await loadMigrations(dir));
+      await writeFile(join(dir, '0001_a.sql'), 'create table a (id bigint);');
+      await writeFile(join(dir, '0003_c.sql'), 'create table c (id int);');
+
+      const run = migrate(db.sql, await loadMigrations(dir));
+      await expect(run).rejects.toBeInstanceOf(MigrationError);
+      await expect(run).rejects.toThrow(/0001_a\.sql changed after it was applied/);
+      // Nothing pending ran either.
+      expect(await appliedVersions(db)).toEqual([1, 2]);
+      const [c] = await db.sql`select to_regclass('public.c') as c`;
+      expect(c!.c).toBeNull();
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses to run when an applied file was removed', async () => {
+    const db = await emptyDatabase();
+    try {
+      const dir = await folderWith({ '0001_a.sql': 'create table a (id int);', '0002_b.sql': 'create table b (id int);' });
+      await migrate(db.sql, await loadMigrations(dir));
+      const only = await folderWith({});
+      await copyFile(join(dir, '0002_b.sql'), join(only, '0002_b.sql'));
+      await expect(migrate(db.sql, await loadMigrations(only))).rejects.toThrow(/0001_a\.sql has no file any more/);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('rolls back a failing file and leaves the earlier ones applied', async () => {
+    const db = await emptyDatabase();
+    try {
+      const dir = await folderWith({
+        '0001_ok.sql': 'create table ok (id int);',
+        '0002_broken.sql': 'create table half (id int); insert into half values (1); select 1/0;',
+        '0003_after.sql': 'create table after_broken (id int);',
+      });
+      const run = migrate(db.sql, await loadMigrations(dir));
+      await expect(run).rejects.toBeInstanceOf(MigrationError);
+      await expect(run).rejects.toThrow(/0002_broken\.sql failed: division by zero/);
+      expect(await appliedVersions(db)).toEqual([1]);
+      const [tables] = await db.sql`
+        select to_regclass('public.ok') is not null as ok, to_regclass('public.half') is not null as half,
+               to_regclass('public.after_broken') is not null as after_broken`;
+      expect(tables).toEqual({ ok: true, half: false, after_broken: false });
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses badly named files and duplicate versions', async () => {
+    await expect(loadMigrations(await folderWith({ 'create_things.sql': 'select 1;' }))).rejects.toThrow(
+      /does not match NNNN_name\.sql/,
+    );
+    await expect(
+      loadMigrations(await folderWith({ '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' })),
+    ).rejects.toThrow(/share version 0001/);
+  });
+});

@@ -1,0 +1,88 @@
+/**
+ * Per-test-file databases cloned from the migrated template made by the global setup.
+ *
+ *   const db = await useTestDatabase();   // in a describe / at file top level
+ *   db.sql`...`, db.url                     // a postgres.js client and its URL
+ */
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+import { afterAll, inject } from 'vitest';
+import { TYPES, type Sql } from '../../functions/lib/db';
+
+export interface TestDatabase {
+  name: string;
+  url: string;
+  sql: Sql;
+  /** A further client on the same database (e.g. to simulate a second Lambda container). */
+  client(options?: postgres.Options<{}>): Sql;
+  drop(): Promise<void>;
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function sleep(ms: number): Promise<void> {
+  await new Promise((r) => setTimeout(r, ms));
+}
+
+/**
+ * Clone the template. Named after the vitest main process's pid (the global setup's), so
+ * the global teardown can drop leftovers of this run.
+ */
+export async function createTestDatabase(): Promise<TestDatabase> {
+  const adminUrl = inject('dbAdminUrl');
+  const template = inject('dbTemplate');
+  const runPid = template.split('_')[2];
+  const name = `inbox_t_${runPid}_${randomBytes(6).toString('hex')}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  try {
+    // CREATE DATABASE … TEMPLATE fails (55006) while another clone is reading the template.
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await admin.unsafe(`create database "${name}" template "${template}"`);
+        break;
+      } catch (error) {
+        if ((error as { code?: string }).code !== '55006' || attempt >= 50) throw error;
+        await sleep(50 + Math.random() * 100);
+      }
+    }
+  } finally {
+    await admin.end();
+  }
+  const url = withDatabase(adminUrl, name);
+  const clients: postgres.Sql[] = [];
+  const client = (options: postgres.Options<{}> = {}): Sql => {
+    const c = postgres(url, { max: 10, onnotice: () => {}, types: TYPES, ...options });
+    clients.push(c);
+    return c as unknown as Sql;
+  };
+  const sql = client();
+  let dropped = false;
+  return {
+    name,
+    url,
+    sql,
+    client,
+    async drop() {
+      if (dropped) return;
+      dropped = true;
+      await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
+      const a = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      try {
+        await a.unsafe(`drop database if exists "${name}" with (force)`);
+      } finally {
+        await a.end();
+      }
+    },
+  };
+}
+
+/** Create a database for the current test file and drop it after the file's tests. */
+export async function useTestDatabase(): Promise<TestDatabase> {
+  const db = await createTestDatabase();
+  afterAll(() => db.drop());
+  return db;
+}

@@ -1,0 +1,56 @@
+/**
+ * Starts the database for the `db` test project once per run: an embedded PostgreSQL,
+ * or the server at TEST_DATABASE_URL. Migrates a template database once; every test
+ * file then clones its own database from it (see test/helpers/db.ts).
+ */
+import postgres from 'postgres';
+import type { TestProject } from 'vitest/node';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import type { Sql } from '../../functions/lib/db';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../tools/embedded-postgres';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    dbAdminUrl: string;
+    dbTemplate: string;
+  }
+}
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export default async function setup(project: TestProject): Promise<() => Promise<void>> {
+  let embedded: EmbeddedDatabase | undefined;
+  const external = process.env.TEST_DATABASE_URL;
+  if (external === undefined || external === '') {
+    embedded = await startEmbeddedPostgres();
+  }
+  const adminUrl = external || embedded!.url;
+  const template = `inbox_tpl_${process.pid}_${Date.now().toString(36)}`;
+
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database "${template}"`);
+  const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
+  try {
+    await migrate(tpl as unknown as Sql, await loadMigrations(MIGRATIONS_DIR));
+  } finally {
+    await tpl.end();
+  }
+
+  project.provide('dbAdminUrl', adminUrl);
+  project.provide('dbTemplate', template);
+
+  return async () => {
+    // Drop what this run created, even if a test file failed to clean up after itself.
+    const leftovers = await admin<{ datname: string }[]>`
+      select datname from pg_database where datname = ${template} or datname like ${`inbox_t_${process.pid}_%`}`;
+    for (const { datname } of leftovers) {
+      await admin.unsafe(`drop database if exists "${datname}" with (force)`);
+    }
+    await admin.end();
+    await embedded?.stop();
+  };
+}

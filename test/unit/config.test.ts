@@ -1,0 +1,106 @@
+import { describe, expect, it } from 'vitest';
+import { ConfigError, DEFAULTS, parseConfig, requireConsumerName } from '../../functions/lib/config';
+import { getConsumer } from '../../functions/consumers';
+
+const LOCAL = { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' };
+
+function errorOf(fn: () => unknown): ConfigError {
+  try {
+    fn();
+  } catch (error) {
+    expect(error).toBeInstanceOf(ConfigError);
+    return error as ConfigError;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('parseConfig', () => {
+  it('applies the named defaults', () => {
+    const config = parseConfig(LOCAL);
+    expect(config.database).toEqual({
+      url: LOCAL.DATABASE_URL,
+      prepare: true,
+      poolMax: DEFAULTS.dbPoolMax,
+      idleTimeoutSeconds: DEFAULTS.dbIdleTimeoutSeconds,
+      connectTimeoutSeconds: DEFAULTS.dbConnectTimeoutSeconds,
+      statementTimeoutMs: DEFAULTS.dbStatementTimeoutMs,
+    });
+    expect(config.maxPayloadBytes).toBe(262_144);
+    expect(config.worker).toEqual({
+      batchSize: DEFAULTS.workerBatchSize,
+      safetyMarginMs: DEFAULTS.workerSafetyMarginMs,
+      leaseSeconds: DEFAULTS.leaseSeconds,
+    });
+    expect(config.consumerName).toBeUndefined();
+  });
+
+  it('reads every variable it is given', () => {
+    const config = parseConfig({
+      DB_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
+      DB_HOST: 'proxy.example.internal',
+      DB_PREPARE: 'false',
+      DB_POOL_MAX: '2',
+      DB_SSL: 'verify-full',
+      CONSUMER_NAME: 'case-sla',
+      MAX_PAYLOAD_BYTES: '1024',
+      WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
+      LOG_LEVEL: 'debug',
+    });
+    expect(config.database).toMatchObject({
+      secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
+      hostOverride: 'proxy.example.internal',
+      prepare: false,
+      poolMax: 2,
+      ssl: 'verify-full',
+    });
+    expect(config.consumerName).toBe('case-sla');
+    expect(config.maxPayloadBytes).toBe(1024);
+    expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
+    expect(config.observability.logLevel).toBe('DEBUG');
+  });
+
+  it('treats empty values as unset', () => {
+    expect(parseConfig({ ...LOCAL, DB_POOL_MAX: '', CONSUMER_NAME: '  ' }).database.poolMax).toBe(DEFAULTS.dbPoolMax);
+  });
+
+  it('names a missing database variable', () => {
+    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\) or DB_SECRET_ARN/);
+  });
+
+  it('refuses both DATABASE_URL and DB_SECRET_ARN', () => {
+    const error = errorOf(() => parseConfig({ ...LOCAL, DB_SECRET_ARN: 'arn:aws:secretsmanager:x' }));
+    expect(error.message).toMatch(/DB_SECRET_ARN: set DATABASE_URL or DB_SECRET_ARN, not both/);
+  });
+
+  it.each([
+    ['DATABASE_URL', 'mysql://localhost/db', /DATABASE_URL: must be a postgres:\/\/ URL/],
+    ['DB_POOL_MAX', 'four', /DB_POOL_MAX: must be a whole number/],
+    ['DB_POOL_MAX', '0', /DB_POOL_MAX: .*>=1/],
+    ['DB_PREPARE', 'maybe', /DB_PREPARE/],
+    ['MAX_PAYLOAD_BYTES', '1.5', /MAX_PAYLOAD_BYTES: must be a whole number/],
+    ['WORKER_SCHEDULES', '[not json', /WORKER_SCHEDULES: must be a JSON object/],
+    ['DB_SSL', 'sometimes', /DB_SSL/],
+    ['LOG_LEVEL', 'LOUD', /LOG_LEVEL/],
+  ])('names a malformed %s', (name, value, pattern) => {
+    const error = errorOf(() => parseConfig({ ...LOCAL, [name]: value }));
+    expect(error.message).toMatch(pattern);
+  });
+
+  it('lists every bad variable at once', () => {
+    const error = errorOf(() => parseConfig({ ...LOCAL, DB_POOL_MAX: 'x', LEASE_SECONDS: 'y' }));
+    expect(error.message).toMatch(/DB_POOL_MAX/);
+    expect(error.message).toMatch(/LEASE_SECONDS/);
+  });
+});
+
+describe('consumer selection', () => {
+  it('requires CONSUMER_NAME where a function serves one consumer', () => {
+    expect(errorOf(() => requireConsumerName(parseConfig(LOCAL))).message).toMatch(/CONSUMER_NAME: required/);
+    expect(requireConsumerName(parseConfig({ ...LOCAL, CONSUMER_NAME: 'case-sla' }))).toBe('case-sla');
+  });
+
+  it('names an unknown consumer and lists the known ones', () => {
+    const error = errorOf(() => getConsumer('case-projector'));
+    expect(error.message).toMatch(/CONSUMER_NAME: unknown consumer "case-projector" \(known: case-projection, case-sla, notification-service\)/);
+  });
+});
