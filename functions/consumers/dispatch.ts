@@ -1,0 +1,75 @@
+/**
+ * Dispatch an inbox row to its consumer's handler for (eventType, eventVersion).
+ *
+ * Returns the terminal status on success; throws an InboxError (or lets a database error
+ * through) on failure, for the caller to classify with classifyError(). Used by the worker
+ * and by the ingest function's inline mode, so both decide outcomes the same way.
+ */
+import { ErrorCodes, NonRetryableError } from '../lib/errors';
+import type { TransactionSql } from '../lib/db';
+import type { InboxRow } from '../inbox/types';
+import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
+
+export type Resolution =
+  | { kind: 'handler'; handler: EventHandler }
+  | { kind: 'ignored' };
+
+/** Which handler serves a type@version; throws the quarantine codes when none does. */
+export function resolveHandler(consumer: ConsumerDeclaration, eventType: string, eventVersion: number): Resolution {
+  const versions = consumer.handlers[eventType];
+  if (versions === undefined) {
+    if (consumer.ignores?.(eventType)) return { kind: 'ignored' };
+    throw new NonRetryableError(ErrorCodes.UNSUPPORTED_EVENT_TYPE, `No handler for event type ${eventType}`, {
+      detail: { eventType },
+    });
+  }
+  const handler = versions[eventVersion];
+  if (handler === undefined) {
+    throw new NonRetryableError(
+      ErrorCodes.UNSUPPORTED_EVENT_VERSION,
+      `No handler for ${eventType} version ${eventVersion} (handled: ${Object.keys(versions).join(', ')})`,
+      { detail: { eventType, eventVersion } },
+    );
+  }
+  return { kind: 'handler', handler };
+}
+
+export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
+  return {
+    inboxId: row.inbox_id,
+    consumerName: row.consumer_name,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    eventVersion: row.event_version,
+    aggregateType: row.aggregate_type,
+    aggregateId: row.aggregate_id,
+    aggregateVersion: row.aggregate_version,
+    tenantId: row.tenant_id,
+    producer: row.producer,
+    occurredAt: row.occurred_at,
+    correlationId: row.correlation_id,
+    causationId: row.causation_id,
+    attempt: row.attempt_count,
+    payload,
+  };
+}
+
+/** Run the row's handler inside `tx`. Resolves to the status to record. */
+export async function dispatch(
+  consumer: ConsumerDeclaration,
+  tx: TransactionSql,
+  row: InboxRow,
+): Promise<'PROCESSED' | 'IGNORED'> {
+  const resolution = resolveHandler(consumer, row.event_type, row.event_version);
+  if (resolution.kind === 'ignored') return 'IGNORED';
+  const parsed = resolution.handler.payload.safeParse(row.payload);
+  if (!parsed.success) {
+    // Issue paths and messages only: never the payload's values.
+    const issues = parsed.error.issues.slice(0, 10).map((i) => ({ path: i.path.join('.'), message: i.message }));
+    throw new NonRetryableError(ErrorCodes.PAYLOAD_INVALID, `Payload does not match ${row.event_type}@${row.event_version}`, {
+      detail: { issues },
+    });
+  }
+  await resolution.handler.handle(tx, toInboxEvent(row, parsed.data));
+  return 'PROCESSED';
+}

@@ -1,0 +1,45 @@
+/**
+ * Record the outcomes of a batch of rows, in one statement, fenced on the lease owner.
+ *
+ * Only rows still PROCESSING under `owner` change: a worker whose lease expired and was
+ * taken over by another changes nothing, and sees it in the returned ids (a lost lease
+ * shows, as in graphile-worker's completeJobs). Postgres owns the clock: retry times are
+ * `now() + delay`.
+ */
+import type { Queryable } from '../lib/db';
+import type { Outcome } from './types';
+
+export async function completeRows(q: Queryable, owner: string, outcomes: readonly Outcome[]): Promise<string[]> {
+  if (outcomes.length === 0) return [];
+  const rows = outcomes.map((o) => ({
+    inbox_id: o.inboxId,
+    status: o.status,
+    delay_seconds: o.status === 'RETRY_PENDING' ? o.delaySeconds : null,
+    error_code: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorCode : null,
+    error_message: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorMessage : null,
+    error_detail:
+      (o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED') && o.errorDetail !== undefined
+        ? JSON.stringify(o.errorDetail)
+        : null,
+  }));
+  const changed = await q<{ inbox_id: string }[]>`
+    update integration.consumer_inbox i
+    set status = o.status,
+        processed_at = case when o.status in ('PROCESSED', 'IGNORED') then now() else i.processed_at end,
+        quarantined_at = case when o.status = 'QUARANTINED' then now() else null end,
+        next_attempt_at = case when o.status = 'RETRY_PENDING' then now() + make_interval(secs => o.delay_seconds) else null end,
+        error_code = o.error_code,
+        error_message = o.error_message,
+        error_detail = o.error_detail::jsonb,
+        locked_by = null,
+        locked_at = null,
+        lease_expires_at = null,
+        updated_at = now()
+    from json_to_recordset(${JSON.stringify(rows)}::text::json) as o(
+      inbox_id uuid, status text, delay_seconds float8, error_code text, error_message text, error_detail text)
+    where i.inbox_id = o.inbox_id
+      and i.status = 'PROCESSING'
+      and i.locked_by = ${owner}
+    returning i.inbox_id`;
+  return changed.map((r) => r.inbox_id);
+}
