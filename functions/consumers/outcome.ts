@@ -1,0 +1,74 @@
+/**
+ * What a failed attempt means for its row: RETRY_PENDING with seed 000's backoff and
+ * jitter, or QUARANTINED with a code. Shared by the worker and the ingest function's
+ * inline mode so that both decide the same way.
+ */
+import { AggregateVersionGapError, classifyError, ErrorCodes } from '../lib/errors';
+import type { Outcome } from '../inbox/types';
+import type { RetryPolicy } from './types';
+
+/** Seconds to wait after failed attempt `attempt` (1-based): the schedule, then its last entry, plus jitter. */
+export function backoffSeconds(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
+  const schedule = policy.backoffSeconds;
+  const base = schedule[Math.min(Math.max(attempt, 1), schedule.length) - 1] ?? 0;
+  const jitter = Math.floor(random() * Math.min(policy.maxJitterSeconds, base));
+  return base + jitter;
+}
+
+export interface FailedAttempt {
+  inboxId: string;
+  /** The attempt that failed, 1-based (the row's attempt_count after its claim). */
+  attempt: number;
+  /** How long the row has waited since it was received, by the database's clock. */
+  waitedSeconds: number;
+}
+
+export function outcomeForFailure(
+  policy: RetryPolicy,
+  failed: FailedAttempt,
+  error: unknown,
+  random: () => number = Math.random,
+): Outcome {
+  const c = classifyError(error);
+  const errorDetail = {
+    ...(c.sqlState ? { sqlState: c.sqlState } : {}),
+    ...(error instanceof Error && 'detail' in error && typeof error.detail === 'object' && error.detail !== null
+      ? (error.detail as Record<string, unknown>)
+      : {}),
+    attempt: failed.attempt,
+  };
+  if (error instanceof AggregateVersionGapError) {
+    // A gap is held and retried soon, bounded by time rather than by attempts.
+    if (failed.waitedSeconds >= policy.versionGapMaxWaitSeconds) {
+      return { inboxId: failed.inboxId, status: 'QUARANTINED', errorCode: c.code, errorMessage: c.message, errorDetail };
+    }
+    return {
+      inboxId: failed.inboxId,
+      status: 'RETRY_PENDING',
+      delaySeconds: policy.versionGapRetrySeconds,
+      errorCode: c.code,
+      errorMessage: c.message,
+      errorDetail,
+    };
+  }
+  if (!c.retryable) {
+    return { inboxId: failed.inboxId, status: 'QUARANTINED', errorCode: c.code, errorMessage: c.message, errorDetail };
+  }
+  if (failed.attempt >= policy.maxAttempts) {
+    return {
+      inboxId: failed.inboxId,
+      status: 'QUARANTINED',
+      errorCode: ErrorCodes.MAX_ATTEMPTS_EXCEEDED,
+      errorMessage: `gave up after ${failed.attempt} attempts; last error ${c.code}: ${c.message}`,
+      errorDetail: { ...errorDetail, lastErrorCode: c.code },
+    };
+  }
+  return {
+    inboxId: failed.inboxId,
+    status: 'RETRY_PENDING',
+    delaySeconds: backoffSeconds(policy, failed.attempt, random),
+    errorCode: c.code,
+    errorMessage: c.message,
+    errorDetail,
+  };
+}
