@@ -95,6 +95,10 @@ const schema = z
         }
       })
       .optional(),
+    /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
+    OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
+    /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
+    SCHEDULER_ROLE_ARN: z.string().trim().startsWith('arn:', 'must be an IAM role ARN').optional(),
 
     METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace),
     SERVICE_NAME: z.string().trim().min(1).default(DEFAULTS.serviceName),
@@ -132,7 +136,12 @@ export interface Config {
   maxPayloadBytes: number;
   worker: { batchSize: number; safetyMarginMs: number; leaseSeconds: number };
   reaper: { batchSize: number };
-  scheduler: { groupName?: string; workerSchedules: Record<string, string> };
+  scheduler: {
+    groupName?: string;
+    workerSchedules: Record<string, string>;
+    opsFunctionArn?: string;
+    schedulerRoleArn?: string;
+  };
   observability: { metricsNamespace: string; serviceName: string; logLevel: string };
 }
 
@@ -165,6 +174,8 @@ export function parseConfig(env: Env): Config {
     scheduler: {
       ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
       workerSchedules: e.WORKER_SCHEDULES ?? {},
+      ...(e.OPS_FUNCTION_ARN !== undefined ? { opsFunctionArn: e.OPS_FUNCTION_ARN } : {}),
+      ...(e.SCHEDULER_ROLE_ARN !== undefined ? { schedulerRoleArn: e.SCHEDULER_ROLE_ARN } : {}),
     },
     observability: { metricsNamespace: e.METRICS_NAMESPACE, serviceName: e.SERVICE_NAME, logLevel: e.LOG_LEVEL },
   };
