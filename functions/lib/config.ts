@@ -46,6 +46,7 @@ export const DEFAULTS = {
   workerSafetyMarginMs: 10_000,
   leaseSeconds: 300,
   reaperBatchSize: 1_000,
+  reaperSafetyMarginMs: 10_000,
   metricsNamespace: 'KafkaInbox',
   serviceName: 'kafka-inbox',
   logLevel: 'INFO',
@@ -80,6 +81,8 @@ const schema = z
     WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
     LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
     REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
+    /** The reaper stops starting batches this long before its invocation's deadline. */
+    REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.reaperSafetyMarginMs),
 
     /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
     SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
@@ -135,7 +138,7 @@ export interface Config {
   consumerName?: string;
   maxPayloadBytes: number;
   worker: { batchSize: number; safetyMarginMs: number; leaseSeconds: number };
-  reaper: { batchSize: number };
+  reaper: { batchSize: number; safetyMarginMs: number };
   scheduler: {
     groupName?: string;
     workerSchedules: Record<string, string>;
@@ -170,7 +173,7 @@ export function parseConfig(env: Env): Config {
     ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
     worker: { batchSize: e.WORKER_BATCH_SIZE, safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS, leaseSeconds: e.LEASE_SECONDS },
-    reaper: { batchSize: e.REAPER_BATCH_SIZE },
+    reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     scheduler: {
       ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
       workerSchedules: e.WORKER_SCHEDULES ?? {},

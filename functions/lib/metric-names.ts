@@ -25,6 +25,7 @@ export const MetricNames = {
   PoisonLastHour: 'PoisonLastHour',
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',
+  PayloadsPurged: 'PayloadsPurged',
 } as const;
 
 export type MetricName = (typeof MetricNames)[keyof typeof MetricNames];

@@ -1,0 +1,62 @@
+/**
+ * Give expired leases back: PROCESSING rows whose lease_expires_at has passed belong to a
+ * worker that crashed, timed out or lost its connection. They go back to RETRY_PENDING,
+ * due now, with seed 000's STALE_PROCESSING_LOCK; a row whose attempt (counted at claim
+ * time) was its last goes to QUARANTINED MAX_ATTEMPTS_EXCEEDED instead.
+ *
+ * Why this cannot steal live work: the lease is the only test (never locked_at plus a
+ * guess), a live lease is in the future, and every completion is fenced on locked_by
+ * (complete.ts), so a worker that was merely slow finds its row gone and changes nothing.
+ * `for update skip locked`: a row a worker holds locked right now (it is completing it)
+ * is skipped, never waited on; if its lease really expired, the next run takes it.
+ */
+import { ErrorCodes } from '../lib/errors';
+import type { Queryable } from '../lib/db';
+
+export interface ReleasedLease {
+  inbox_id: string;
+  event_id: string;
+  status: 'RETRY_PENDING' | 'QUARANTINED';
+  attempt_count: number;
+  /** The owner whose lease expired. */
+  stale_locked_by: string;
+}
+
+export async function releaseExpired(
+  q: Queryable,
+  consumerName: string,
+  maxAttempts: number,
+  limit: number,
+): Promise<ReleasedLease[]> {
+  return q<ReleasedLease[]>`
+    with expired as (
+      select inbox_id, locked_by, lease_expires_at
+      from integration.consumer_inbox
+      where consumer_name = ${consumerName}
+        and status = 'PROCESSING'
+        and lease_expires_at < now()
+      order by lease_expires_at
+      limit ${limit}
+      for update skip locked
+    )
+    update integration.consumer_inbox i
+    set status = case when i.attempt_count >= ${maxAttempts} then 'QUARANTINED' else 'RETRY_PENDING' end,
+        next_attempt_at = case when i.attempt_count >= ${maxAttempts} then null else now() end,
+        quarantined_at = case when i.attempt_count >= ${maxAttempts} then now() else null end,
+        error_code = case when i.attempt_count >= ${maxAttempts}
+                          then ${ErrorCodes.MAX_ATTEMPTS_EXCEEDED} else ${ErrorCodes.STALE_PROCESSING_LOCK} end,
+        error_message = case when i.attempt_count >= ${maxAttempts}
+                             then 'gave up after ' || i.attempt_count || ' attempts; the last one''s processing lease expired'
+                             else 'Processing lease expired' end,
+        error_detail = jsonb_build_object(
+          'staleLockedBy', e.locked_by,
+          'leaseExpiredAt', e.lease_expires_at,
+          'attempt', i.attempt_count),
+        locked_by = null,
+        locked_at = null,
+        lease_expires_at = null,
+        updated_at = now()
+    from expired e
+    where i.inbox_id = e.inbox_id
+    returning i.inbox_id, i.event_id, i.status, i.attempt_count, e.locked_by as stale_locked_by`;
+}
