@@ -1,0 +1,60 @@
+/**
+ * Operator statistics: per consumer and status, the row counts, the due backlog and its
+ * oldest age, and the raw poison depth. Ages are measured by the database's clock.
+ *
+ * A row is due when it is RECEIVED or RETRY_PENDING and its next attempt time (if any)
+ * has passed; its due age is how long it has been waiting since it became due.
+ */
+import type { Queryable } from '../lib/db';
+import type { InboxStatus } from './types';
+
+export interface StatusCount {
+  consumer_name: string;
+  status: InboxStatus;
+  count: number;
+  /** Rows of this status that are due now (RECEIVED / RETRY_PENDING only). */
+  due: number;
+  /** Seconds the oldest due row of this status has been due; null when none is due. */
+  oldest_due_age_seconds: number | null;
+}
+
+export interface PoisonCount {
+  consumer_name: string;
+  total: number;
+  unresolved: number;
+  /** Seconds since the oldest unresolved poison row was stored; null when none. */
+  oldest_unresolved_age_seconds: number | null;
+}
+
+/** Row counts by consumer and status (every status present in the table; zero counts are absent). */
+export async function inboxStatusCounts(q: Queryable, consumerName?: string): Promise<StatusCount[]> {
+  return q<StatusCount[]>`
+    with due as (
+      select consumer_name, status,
+             (status in ('RECEIVED', 'RETRY_PENDING') and (next_attempt_at is null or next_attempt_at <= now())) as is_due,
+             coalesce(next_attempt_at, received_at) as due_since
+      from integration.consumer_inbox
+      ${consumerName !== undefined ? q`where consumer_name = ${consumerName}` : q``}
+    )
+    select consumer_name, status,
+           count(*)::int as count,
+           (count(*) filter (where is_due))::int as due,
+           extract(epoch from now() - min(due_since) filter (where is_due))::float8 as oldest_due_age_seconds
+    from due
+    group by consumer_name, status
+    order by consumer_name, status`;
+}
+
+/** Raw poison depth by consumer. */
+export async function poisonCounts(q: Queryable, consumerName?: string): Promise<PoisonCount[]> {
+  return q<PoisonCount[]>`
+    select consumer_name,
+           count(*)::int as total,
+           (count(*) filter (where resolved_at is null))::int as unresolved,
+           extract(epoch from now() - min(created_at) filter (where resolved_at is null))::float8
+             as oldest_unresolved_age_seconds
+    from integration.consumer_raw_poison
+    ${consumerName !== undefined ? q`where consumer_name = ${consumerName}` : q``}
+    group by consumer_name
+    order by consumer_name`;
+}
