@@ -31,7 +31,11 @@ const accepted = defineHandler({
           last_event_id = excluded.last_event_id,
           last_aggregate_version = greatest(read_model.case_summary.last_aggregate_version, excluded.last_aggregate_version),
           updated_at = now()
-      where read_model.case_summary.last_event_id is distinct from excluded.last_event_id`;
+      where read_model.case_summary.last_event_id is distinct from excluded.last_event_id
+        -- A versioned accepted event never rolls back a case that has moved past it
+        -- (an operator replay of it, say).
+        and (excluded.last_aggregate_version = 0
+             or read_model.case_summary.last_aggregate_version < excluded.last_aggregate_version)`;
   },
 });
 

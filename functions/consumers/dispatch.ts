@@ -54,14 +54,19 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
   };
 }
 
-/** Run the row's handler inside `tx`. Resolves to the status to record. */
-export async function dispatch(
-  consumer: ConsumerDeclaration,
-  tx: TransactionSql,
-  row: InboxRow,
-): Promise<'PROCESSED' | 'IGNORED'> {
+/** What a row needs to run: nothing (IGNORED), or its handler bound to the parsed payload. */
+export type PreparedDispatch =
+  | { kind: 'ignored' }
+  | { kind: 'run'; run: (tx: TransactionSql) => Promise<void> };
+
+/**
+ * Resolve the handler and parse the payload, without touching the database. Throws the
+ * quarantine errors (UNSUPPORTED_EVENT_TYPE / _VERSION, PAYLOAD_INVALID), so a batch can
+ * settle those rows before it opens a savepoint for anything.
+ */
+export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): PreparedDispatch {
   const resolution = resolveHandler(consumer, row.event_type, row.event_version);
-  if (resolution.kind === 'ignored') return 'IGNORED';
+  if (resolution.kind === 'ignored') return { kind: 'ignored' };
   const parsed = resolution.handler.payload.safeParse(row.payload);
   if (!parsed.success) {
     // Issue paths and messages only: never the payload's values.
@@ -70,6 +75,19 @@ export async function dispatch(
       detail: { issues },
     });
   }
-  await resolution.handler.handle(tx, toInboxEvent(row, parsed.data));
+  const event = toInboxEvent(row, parsed.data);
+  const handler = resolution.handler;
+  return { kind: 'run', run: (tx) => handler.handle(tx, event) };
+}
+
+/** Run the row's handler inside `tx`. Resolves to the status to record. */
+export async function dispatch(
+  consumer: ConsumerDeclaration,
+  tx: TransactionSql,
+  row: InboxRow,
+): Promise<'PROCESSED' | 'IGNORED'> {
+  const prepared = prepareDispatch(consumer, row);
+  if (prepared.kind === 'ignored') return 'IGNORED';
+  await prepared.run(tx);
   return 'PROCESSED';
 }

@@ -38,7 +38,9 @@ export function outcomeForFailure(
     attempt: failed.attempt,
   };
   if (error instanceof AggregateVersionGapError) {
-    // A gap is held and retried soon, bounded by time rather than by attempts.
+    // A gap is held and retried soon, bounded by time rather than by attempts: the wait
+    // does not use up the attempt budget, so MAX_ATTEMPTS_EXCEEDED still means "kept
+    // failing" and a long-held gap ends as AGGREGATE_VERSION_GAP, which says what happened.
     if (failed.waitedSeconds >= policy.versionGapMaxWaitSeconds) {
       return { inboxId: failed.inboxId, status: 'QUARANTINED', errorCode: c.code, errorMessage: c.message, errorDetail };
     }
@@ -46,6 +48,7 @@ export function outcomeForFailure(
       inboxId: failed.inboxId,
       status: 'RETRY_PENDING',
       delaySeconds: policy.versionGapRetrySeconds,
+      refundAttempt: true,
       errorCode: c.code,
       errorMessage: c.message,
       errorDetail,
@@ -70,5 +73,20 @@ export function outcomeForFailure(
     errorCode: c.code,
     errorMessage: c.message,
     errorDetail,
+  };
+}
+
+/**
+ * A row claimed with its attempt budget already spent (the reaper returned it after a
+ * crash, or an earlier run died mid-batch): quarantined without running its handler again.
+ */
+export function outcomeForExhausted(policy: RetryPolicy, inboxId: string, attempt: number): Outcome | undefined {
+  if (attempt <= policy.maxAttempts) return undefined;
+  return {
+    inboxId,
+    status: 'QUARANTINED',
+    errorCode: ErrorCodes.MAX_ATTEMPTS_EXCEEDED,
+    errorMessage: `claimed for attempt ${attempt}, over the maximum of ${policy.maxAttempts}`,
+    errorDetail: { attempt },
   };
 }

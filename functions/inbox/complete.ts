@@ -15,6 +15,7 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
     inbox_id: o.inboxId,
     status: o.status,
     delay_seconds: o.status === 'RETRY_PENDING' ? o.delaySeconds : null,
+    refund_attempt: o.status === 'RETRY_PENDING' && o.refundAttempt === true,
     error_code: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorCode : null,
     error_message: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorMessage : null,
     error_detail:
@@ -25,6 +26,7 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
   const changed = await q<{ inbox_id: string }[]>`
     update integration.consumer_inbox i
     set status = o.status,
+        attempt_count = case when o.refund_attempt then greatest(i.attempt_count - 1, 0) else i.attempt_count end,
         processed_at = case when o.status in ('PROCESSED', 'IGNORED') then now() else i.processed_at end,
         quarantined_at = case when o.status = 'QUARANTINED' then now() else null end,
         next_attempt_at = case when o.status = 'RETRY_PENDING' then now() + make_interval(secs => o.delay_seconds) else null end,
@@ -36,7 +38,7 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
         lease_expires_at = null,
         updated_at = now()
     from json_to_recordset(${JSON.stringify(rows)}::text::json) as o(
-      inbox_id uuid, status text, delay_seconds float8, error_code text, error_message text, error_detail text)
+      inbox_id uuid, status text, delay_seconds float8, refund_attempt boolean, error_code text, error_message text, error_detail text)
     where i.inbox_id = o.inbox_id
       and i.status = 'PROCESSING'
       and i.locked_by = ${owner}

@@ -37,6 +37,11 @@ export type Outcome =
       status: 'RETRY_PENDING';
       /** Seconds from the database's now() until the row is due again. */
       delaySeconds: number;
+      /**
+       * The failed attempt does not count against the attempt budget (a held version gap:
+       * bounded by time, not attempts, so MAX_ATTEMPTS_EXCEEDED keeps meaning "kept failing").
+       */
+      refundAttempt?: boolean | undefined;
       errorCode: string;
       errorMessage: string;
       errorDetail?: Record<string, unknown> | undefined;

@@ -1,0 +1,117 @@
+/**
+ * Claim due rows of one consumer for one worker invocation (seed 000's claim, with a lease
+ * and per-aggregate serialization).
+ *
+ * Why it looks the way it does:
+ *
+ * - FOR UPDATE SKIP LOCKED over RECEIVED and due RETRY_PENDING rows, oldest first, as in
+ *   seed 000; the rows become PROCESSING under `owner` with attempt_count + 1 and a lease
+ *   that ends no later than the invocation's own deadline (the caller passes the seconds
+ *   left), so a lease never outlives the worker that holds it.
+ *
+ * - Per-aggregate serialization (DESIGN.md §6.4). A claim takes at most ONE row per
+ *   (aggregate_type, aggregate_id), and none of an aggregate that already has a PROCESSING
+ *   row (live or expired lease: an expired one may still sit in a batch transaction that is
+ *   about to commit; the reaper returns it). Of an aggregate's due rows it takes the lowest
+ *   aggregate_version (then the oldest), so out-of-order versions are claimed in version
+ *   order and a gap is only met when a version is genuinely missing.
+ *
+ * - Two claimers could both see "nothing of aggregate X in flight" and each take a
+ *   different row of X (SKIP LOCKED would let the second skip the first's row and take the
+ *   next one). Claims of one consumer therefore serialize on a transaction-scoped row lock
+ *   of integration.consumer_claim_lock. It is held for one short statement; it is a row
+ *   lock, so it never pins a session behind RDS Proxy (no session advisory lock). The claim
+ *   statement runs after the lock is granted, so its snapshot sees every earlier claim.
+ *
+ * - Cost stays bounded by the batch, not by the backlog: the oldest `window` due rows are
+ *   read from a partial index in arrival order, their aggregates picked, and each picked
+ *   aggregate's first due row found by a second partial index.
+ */
+import type { Sql } from '../lib/db';
+import type { InboxRow } from './types';
+
+export interface ClaimedRow extends InboxRow {
+  /** Seconds since the row was received, by the database's clock at claim time. */
+  waited_seconds: number;
+}
+
+export interface ClaimOptions {
+  consumerName: string;
+  owner: string;
+  limit: number;
+  /** Lease length; the caller caps it at the invocation's remaining time. */
+  leaseSeconds: number;
+  /** How many of the oldest due rows to consider; defaults to 4 × limit. */
+  window?: number;
+}
+
+export async function claimDue(sql: Sql, options: ClaimOptions): Promise<ClaimedRow[]> {
+  const { consumerName, owner, limit } = options;
+  const window = options.window ?? limit * 4;
+  const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
+  return sql.begin(async (tx) => {
+    // Issued together (one round trip); the server runs them in order, so the claim's
+    // snapshot is taken after the lock is granted.
+    const [, claimed] = await Promise.all([
+      tx`
+        insert into integration.consumer_claim_lock as l (consumer_name) values (${consumerName})
+        on conflict (consumer_name) do update set last_claim_at = now()`,
+      tx<ClaimedRow[]>`
+        with arrived as (
+          select aggregate_type, aggregate_id, received_at
+          from integration.consumer_inbox
+          where consumer_name = ${consumerName}
+            and status in ('RECEIVED', 'RETRY_PENDING')
+            and (next_attempt_at is null or next_attempt_at <= now())
+          order by received_at
+          limit ${window}
+        ),
+        aggregates as (
+          select a.aggregate_type, a.aggregate_id, min(a.received_at) as first_received_at
+          from arrived a
+          where not exists (
+            select 1 from integration.consumer_inbox p
+            where p.consumer_name = ${consumerName}
+              and p.status = 'PROCESSING'
+              and p.aggregate_type = a.aggregate_type
+              and p.aggregate_id = a.aggregate_id)
+          group by a.aggregate_type, a.aggregate_id
+          order by first_received_at
+          limit ${limit}
+        ),
+        candidate as (
+          select c.inbox_id
+          from aggregates g
+          cross join lateral (
+            select d.inbox_id
+            from integration.consumer_inbox d
+            where d.consumer_name = ${consumerName}
+              and d.aggregate_type = g.aggregate_type
+              and d.aggregate_id = g.aggregate_id
+              and d.status in ('RECEIVED', 'RETRY_PENDING')
+              and (d.next_attempt_at is null or d.next_attempt_at <= now())
+            order by d.aggregate_version nulls last, d.received_at
+            limit 1
+            for update skip locked
+          ) c
+        )
+        update integration.consumer_inbox i
+        set status = 'PROCESSING',
+            attempt_count = i.attempt_count + 1,
+            locked_by = ${owner},
+            locked_at = now(),
+            lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
+            updated_at = now()
+        from candidate c
+        where i.inbox_id = c.inbox_id
+        returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.event_version,
+                  i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
+                  i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,
+                  i.received_at, i.status, i.attempt_count, i.next_attempt_at, i.locked_by, i.locked_at,
+                  i.lease_expires_at, i.error_code, i.payload,
+                  extract(epoch from now() - i.received_at)::float8 as waited_seconds`,
+    ]);
+    // Oldest first, as claimed; update … returning does not promise an order.
+    return [...claimed].sort((a, b) => a.received_at.getTime() - b.received_at.getTime());
+  });
+}

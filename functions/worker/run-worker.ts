@@ -1,0 +1,156 @@
+/**
+ * The worker's loop: claim → process → complete, until nothing is due or the invocation's
+ * time budget is spent. Called by the Lambda handler, the local simulator and the
+ * benchmark, each with its own dependencies.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
+import type { ConsumerDeclaration } from '../consumers/types';
+import { claimDue } from '../inbox/claim-due';
+import { completeRows } from '../inbox/complete';
+import type { Config } from '../lib/config';
+import type { Sql } from '../lib/db';
+import { classifyError } from '../lib/errors';
+import { MetricNames } from '../lib/metric-names';
+import { count, MetricUnit } from '../lib/observability';
+import { outcomesForFailedBatch, processBatch, type BatchContext, type RowResult } from './process-batch';
+
+export interface WorkerDependencies {
+  sql: Sql;
+  consumer: ConsumerDeclaration;
+  config: { worker: Config['worker'] };
+  logger: Logger;
+  metrics: Metrics;
+  /** The lease owner; unique per invocation. A random id when omitted. */
+  owner?: string;
+  /** Milliseconds left in the invocation (Lambda: context.getRemainingTimeInMillis). */
+  remainingMs: () => number;
+  /** Jitter source, for tests. */
+  random?: () => number;
+}
+
+export interface WorkerResult {
+  claimed: number;
+  processed: number;
+  retried: number;
+  quarantined: number;
+  ignored: number;
+  /** Claimed but not started before the time budget ran out; handed back as due. */
+  released: number;
+  /** Taken over by another owner after this worker's lease expired; left untouched. */
+  lost: number;
+}
+
+/** A random owner id for runs outside Lambda. */
+export function newOwnerId(prefix = 'worker'): string {
+  return `${prefix}:${randomUUID()}`;
+}
+
+function logRow(logger: Logger, consumerName: string, r: RowResult): void {
+  const { row, outcome } = r;
+  const line = {
+    event: 'consumer_inbox_processed',
+    consumerName,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    aggregateId: row.aggregate_id,
+    topic: row.topic_name,
+    partition: row.partition_no,
+    offset: row.offset_no,
+    correlationId: row.correlation_id,
+    attemptCount: row.attempt_count,
+    durationMs: Math.round(r.durationMs),
+    outcome: outcome.status,
+    ...(outcome.status === 'RETRY_PENDING' || outcome.status === 'QUARANTINED' ? { errorCode: outcome.errorCode } : {}),
+  };
+  if (outcome.status === 'QUARANTINED') logger.error('consumer_inbox_processed', line);
+  else if (outcome.status === 'RETRY_PENDING') logger.warn('consumer_inbox_processed', line);
+  else logger.info('consumer_inbox_processed', line);
+}
+
+export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult> {
+  const { sql, consumer, logger, metrics } = deps;
+  const { batchSize, safetyMarginMs, leaseSeconds } = deps.config.worker;
+  const owner = deps.owner ?? newOwnerId();
+  const ctx: BatchContext = {
+    sql,
+    consumer,
+    owner,
+    remainingMs: deps.remainingMs,
+    safetyMarginMs,
+    ...(deps.random ? { random: deps.random } : {}),
+  };
+  const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
+
+  try {
+    while (deps.remainingMs() > safetyMarginMs) {
+      // The lease ends no later than this invocation does.
+      const lease = Math.min(leaseSeconds, deps.remainingMs() / 1000);
+      const rows = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, leaseSeconds: lease });
+      if (rows.length === 0) break;
+      const claimedAt = performance.now();
+      result.claimed += rows.length;
+
+      let report;
+      try {
+        report = await processBatch(ctx, rows);
+      } catch (error) {
+        // The batch transaction failed as a whole: none of it committed. Record the failed
+        // attempt (fenced: a commit that did land despite the error leaves nothing
+        // PROCESSING to change). If that fails too, the database is unreachable: the
+        // leases expire and the reaper returns the rows.
+        const c = classifyError(error);
+        logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
+        const outcomes = outcomesForFailedBatch(ctx, rows, error);
+        const changed = new Set(await completeRows(sql, owner, outcomes));
+        for (const o of outcomes) {
+          if (!changed.has(o.inboxId)) continue;
+          if (o.status === 'RETRY_PENDING') result.retried += 1;
+          else if (o.status === 'QUARANTINED') result.quarantined += 1;
+        }
+        // An infrastructure failure will not clear up within this invocation.
+        break;
+      }
+
+      result.released += report.released.length;
+      result.lost += report.lost.length;
+      for (const r of report.completed) {
+        logRow(logger, consumer.name, r);
+        switch (r.outcome.status) {
+          case 'PROCESSED':
+            result.processed += 1;
+            break;
+          case 'IGNORED':
+            result.ignored += 1;
+            break;
+          case 'RETRY_PENDING':
+            result.retried += 1;
+            break;
+          case 'QUARANTINED':
+            result.quarantined += 1;
+            break;
+        }
+        if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
+          // Received → processed, on one clock: the database's age at claim plus our time since.
+          metrics.addMetric(
+            MetricNames.ProcessingLatency,
+            MetricUnit.Milliseconds,
+            Math.round(r.row.waited_seconds * 1000 + (performance.now() - claimedAt)),
+          );
+        }
+      }
+      if (report.lost.length > 0) {
+        logger.warn('worker_leases_lost', { consumerName: consumer.name, rows: report.lost.length });
+      }
+      if (report.released.length > 0) break; // out of time
+    }
+  } finally {
+    count(metrics, MetricNames.EventsProcessed, result.processed);
+    count(metrics, MetricNames.EventsRetried, result.retried);
+    count(metrics, MetricNames.EventsQuarantined, result.quarantined);
+    count(metrics, MetricNames.EventsIgnored, result.ignored);
+  }
+  return result;
+}
