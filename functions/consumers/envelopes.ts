@@ -1,0 +1,165 @@
+/**
+ * The envelope dialects (DESIGN.md §3) and the one normalized shape they become.
+ *
+ * canonical (seed 000) is camelCase; snake_case (seed 002) names fields its own way and
+ * lacks what the consumer declaration's `envelopeDefaults` supply (aggregate type,
+ * producer). Its `org_id` is kept as the row's tenant; the consumer's handler is the one
+ * place that translates it. Unknown extra fields are allowed in both dialects: producers
+ * add fields before consumers know them.
+ *
+ * Validation stops at the envelope. The payload is only required to be a JSON object here;
+ * its schema per type@version belongs to the handler (a mismatch is quarantined
+ * PAYLOAD_INVALID by dispatch), because a payload the handler cannot read is still an
+ * event the inbox must remember.
+ */
+import { z } from 'zod';
+import type { ConsumerDeclaration, Dialect } from './types';
+
+/** What every dialect becomes: the columns of an inbox row that come from the envelope. */
+export interface NormalizedEnvelope {
+  eventId: string;
+  eventType: string;
+  eventVersion: number;
+  /** ISO-8601 with an offset, as the producer wrote it; PostgreSQL parses it into timestamptz. */
+  occurredAt: string;
+  producer: string;
+  correlationId: string | null;
+  causationId: string | null;
+  aggregateType: string;
+  aggregateId: string;
+  aggregateVersion: number | null;
+  partitionKey: string | null;
+  tenantId: string | null;
+}
+
+export type EnvelopeResult =
+  | { ok: true; envelope: NormalizedEnvelope }
+  /** `message` names field paths and rules only, never a value of the record. */
+  | { ok: false; message: string };
+
+/** The integer column bounds: a value outside them would fail in PostgreSQL instead of here. */
+const INT4_MAX = 2_147_483_647;
+
+const text = z.string().min(1);
+const optionalText = z.string().min(1).nullish();
+const eventVersion = z.number().int().gt(0).max(INT4_MAX);
+const aggregateVersion = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).nullish();
+const occurredAt = z.iso.datetime({ offset: true });
+/** Cheaper than z.record(): the payload's members are the handler's business. */
+const payloadObject = z.custom<Record<string, unknown>>(
+  (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
+  { message: 'expected a JSON object' },
+);
+
+const canonical = z.object({
+  eventId: text,
+  eventType: text,
+  eventVersion,
+  occurredAt,
+  producer: optionalText,
+  correlationId: optionalText,
+  causationId: optionalText,
+  aggregateType: optionalText,
+  aggregateId: text,
+  partitionKey: optionalText,
+  aggregateVersion,
+  payload: payloadObject,
+});
+
+const snakeCase = z.object({
+  // z.guid(): any 8-4-4-4-12 hex, as PostgreSQL's uuid type accepts, whatever the version bits.
+  event_id: z.guid(),
+  event_type: text,
+  event_version: eventVersion,
+  org_id: z.guid().nullish(),
+  aggregate_id: text,
+  occurred_at: occurredAt,
+  // Not in seed 002, accepted when a producer sends them.
+  aggregate_type: optionalText,
+  aggregate_version: aggregateVersion,
+  producer: optionalText,
+  correlation_id: optionalText,
+  causation_id: optionalText,
+  partition_key: optionalText,
+  payload: payloadObject,
+});
+
+type Defaults = NonNullable<ConsumerDeclaration['envelopeDefaults']>;
+
+function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
+  return issues
+    .slice(0, 10)
+    .map((i) => `${i.path.length > 0 ? i.path.join('.') : '(envelope)'}: ${i.message}`)
+    .join('; ');
+}
+
+function required(field: string, value: string | null | undefined, fallback: string | undefined): string | EnvelopeResult {
+  const v = value ?? fallback;
+  if (v === undefined || v === null) return { ok: false, message: `${field}: required (the envelope lacks it and the consumer declares no default)` };
+  return v;
+}
+
+function normalizeCanonical(value: unknown, defaults: Defaults): EnvelopeResult {
+  const parsed = canonical.safeParse(value);
+  if (!parsed.success) return { ok: false, message: describeIssues(parsed.error.issues) };
+  const e = parsed.data;
+  const producer = required('producer', e.producer, defaults.producer);
+  if (typeof producer !== 'string') return producer;
+  const aggregateType = required('aggregateType', e.aggregateType, defaults.aggregateType);
+  if (typeof aggregateType !== 'string') return aggregateType;
+  return {
+    ok: true,
+    envelope: {
+      eventId: e.eventId,
+      eventType: e.eventType,
+      eventVersion: e.eventVersion,
+      occurredAt: e.occurredAt,
+      producer,
+      correlationId: e.correlationId ?? null,
+      causationId: e.causationId ?? null,
+      aggregateType,
+      aggregateId: e.aggregateId,
+      aggregateVersion: e.aggregateVersion ?? null,
+      partitionKey: e.partitionKey ?? null,
+      tenantId: null,
+    },
+  };
+}
+
+function normalizeSnakeCase(value: unknown, defaults: Defaults): EnvelopeResult {
+  const parsed = snakeCase.safeParse(value);
+  if (!parsed.success) return { ok: false, message: describeIssues(parsed.error.issues) };
+  const e = parsed.data;
+  const producer = required('producer', e.producer, defaults.producer);
+  if (typeof producer !== 'string') return producer;
+  const aggregateType = required('aggregate_type', e.aggregate_type, defaults.aggregateType);
+  if (typeof aggregateType !== 'string') return aggregateType;
+  return {
+    ok: true,
+    envelope: {
+      // A uuid is one event whatever its letter case; the dedupe key must agree.
+      eventId: e.event_id.toLowerCase(),
+      eventType: e.event_type,
+      eventVersion: e.event_version,
+      occurredAt: e.occurred_at,
+      producer,
+      correlationId: e.correlation_id ?? null,
+      causationId: e.causation_id ?? null,
+      aggregateType,
+      aggregateId: e.aggregate_id,
+      aggregateVersion: e.aggregate_version ?? null,
+      partitionKey: e.partition_key ?? null,
+      tenantId: e.org_id?.toLowerCase() ?? null,
+    },
+  };
+}
+
+const NORMALIZERS: Record<Dialect, (value: unknown, defaults: Defaults) => EnvelopeResult> = {
+  canonical: normalizeCanonical,
+  snake_case: normalizeSnakeCase,
+};
+
+/** Validate a parsed JSON object against the consumer's dialect and normalize it. */
+export function normalizeEnvelope(consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>, value: unknown): EnvelopeResult {
+  return NORMALIZERS[consumer.dialect](value, consumer.envelopeDefaults ?? {});
+}

@@ -1,0 +1,249 @@
+/**
+ * One Kafka record → an inbox row, or a poison row with a stable reason code.
+ *
+ * Strict at every step, because Node is lenient by default: Buffer.from(s, 'base64') skips
+ * characters that are not base64, and Buffer#toString('utf8') replaces invalid bytes with
+ * U+FFFD. Either would store something the producer never sent. The steps, in order:
+ *
+ *   tombstone → base64 → size limit → UTF-8 → JSON → object → storable → envelope
+ *
+ * "Storable" is PostgreSQL's view: jsonb refuses the escape \u0000 and unpaired UTF-16
+ * surrogates (SQLSTATE 22P05), text refuses NUL. One such record would fail the whole
+ * multi-row INSERT, so it is caught here; the bisecting store in ingest.ts is the
+ * backstop for anything this check does not foresee.
+ *
+ * Nothing here logs or returns a value of the record except the raw value kept in the
+ * poison row itself: error messages carry field paths and rules only.
+ */
+import { normalizeEnvelope } from '../consumers/envelopes';
+import type { ConsumerDeclaration } from '../consumers/types';
+import type { InboxInsert } from '../inbox/insert-batch';
+import type { PoisonInsert } from '../inbox/record-poison';
+import type { KafkaRecord } from './types';
+
+/** The reasons a record becomes a poison row. Stable: alarms, dashboards and runbooks use them. */
+export const PoisonCodes = {
+  TOMBSTONE: 'TOMBSTONE',
+  INVALID_BASE64: 'INVALID_BASE64',
+  PAYLOAD_TOO_LARGE: 'PAYLOAD_TOO_LARGE',
+  INVALID_UTF8: 'INVALID_UTF8',
+  INVALID_JSON: 'INVALID_JSON',
+  NOT_AN_OBJECT: 'NOT_AN_OBJECT',
+  ENVELOPE_INVALID: 'ENVELOPE_INVALID',
+  UNSTORABLE_VALUE: 'UNSTORABLE_VALUE',
+  INGEST_FAILED: 'INGEST_FAILED',
+} as const;
+
+export type PoisonCode = (typeof PoisonCodes)[keyof typeof PoisonCodes];
+
+export type Decoded = { kind: 'valid'; row: InboxInsert } | { kind: 'poison'; row: PoisonInsert };
+
+export interface DecodeLimits {
+  /** Largest accepted record value in bytes (the whole envelope, before any parsing). */
+  maxPayloadBytes: number;
+}
+
+// Strict base64 as the ESM writes it: the standard alphabet, padded to a multiple of 4.
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+// A JSON escape that jsonb refuses: \u0000, or a surrogate (paired ones pass the walk below).
+const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89abcdefABCDEF])/;
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+function isBase64(s: string): boolean {
+  return s.length % 4 === 0 && BASE64.test(s);
+}
+
+/** Text PostgreSQL stores as it is: no NUL, no unpaired surrogate. */
+export function isStorableText(s: string): boolean {
+  return !s.includes('\u0000') && !LONE_SURROGATE.test(s);
+}
+
+/** Bytes as text when they are valid UTF-8 that PostgreSQL can store, else null. */
+function storableUtf8(bytes: Uint8Array): string | null {
+  try {
+    const s = utf8.decode(bytes);
+    return s.includes('\u0000') ? null : s;
+  } catch {
+    return null;
+  }
+}
+
+/** Text or base64, whichever keeps the bytes exactly. `base64` is the ESM's own encoding of them. */
+function encodeBytes(bytes: Uint8Array, base64: string): { text: string; encoding: 'utf8' | 'base64' } {
+  const s = storableUtf8(bytes);
+  return s === null ? { text: base64, encoding: 'base64' } : { text: s, encoding: 'utf8' };
+}
+
+function replaceUnstorable(s: string): string {
+  return s.replace(/\u0000/g, '\uFFFD').replace(new RegExp(LONE_SURROGATE.source, 'g'), '\uFFFD');
+}
+
+export function decodeKey(key: string | null | undefined): { recordKey: string | null; recordKeyEncoding: 'utf8' | 'base64' } {
+  if (key === undefined || key === null) return { recordKey: null, recordKeyEncoding: 'utf8' };
+  if (!isBase64(key)) return { recordKey: replaceUnstorable(key), recordKeyEncoding: 'base64' };
+  const { text, encoding } = encodeBytes(Buffer.from(key, 'base64'), key);
+  return { recordKey: text, recordKeyEncoding: encoding };
+}
+
+/**
+ * Headers as a JSON object: name → UTF-8 string, or `{ "base64": "…" }` for a value that
+ * is not storable text. A name repeated in the record (Kafka allows it) maps to an array
+ * of its values in order. Names come from the event's JSON; an unstorable character in a
+ * name is replaced with U+FFFD.
+ */
+export function decodeHeaders(headers: KafkaRecord['headers']): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  if (!Array.isArray(headers)) return out;
+  for (const header of headers) {
+    if (typeof header !== 'object' || header === null) continue;
+    for (const [rawName, rawValue] of Object.entries(header)) {
+      const name = isStorableText(rawName) ? rawName : replaceUnstorable(rawName);
+      const bytes = Buffer.from(Array.isArray(rawValue) ? rawValue : []);
+      const text = storableUtf8(bytes);
+      const value = text ?? { base64: bytes.toString('base64') };
+      const existing = out[name];
+      if (existing === undefined) out[name] = value;
+      else if (Array.isArray(existing)) existing.push(value);
+      else out[name] = [existing, value];
+    }
+  }
+  return out;
+}
+
+/** The path of the first string or member name PostgreSQL would refuse, or null. */
+function findUnstorable(value: unknown, path: string): string | null {
+  if (typeof value === 'string') return isStorableText(value) ? null : path || '(value)';
+  if (typeof value !== 'object' || value === null) return null;
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = findUnstorable(value[i], `${path}[${i}]`);
+      if (found !== null) return found;
+    }
+    return null;
+  }
+  for (const [name, member] of Object.entries(value)) {
+    const memberPath = path ? `${path}.${isStorableText(name) ? name : '<name>'}` : isStorableText(name) ? name : '<name>';
+    if (!isStorableText(name)) return `${memberPath} (member name)`;
+    const found = findUnstorable(member, memberPath);
+    if (found !== null) return found;
+  }
+  return null;
+}
+
+/**
+ * A poison row for a record that could not be decoded at all (decoding itself threw):
+ * the value exactly as the event carried it (base64), no headers.
+ */
+export function undecodedPoison(record: KafkaRecord, errorCode: PoisonCode, errorMessage: string): PoisonInsert {
+  const value = typeof record.value === 'string' && record.value !== '' ? record.value : null;
+  let key: ReturnType<typeof decodeKey> = { recordKey: null, recordKeyEncoding: 'utf8' };
+  try {
+    key = decodeKey(record.key);
+  } catch {
+    // keep the row without its key rather than lose it
+  }
+  return {
+    topic: record.topic,
+    partition: record.partition,
+    offset: record.offset,
+    ...key,
+    rawValue: value === null ? null : replaceUnstorable(value),
+    rawEncoding: value === null ? 'none' : 'base64',
+    headers: {},
+    errorCode,
+    errorMessage,
+    recordTimestampMs: timestampOf(record),
+  };
+}
+
+function timestampOf(record: KafkaRecord): number | null {
+  return typeof record.timestamp === 'number' && Number.isFinite(record.timestamp) ? record.timestamp : null;
+}
+
+export function decodeRecord(
+  record: KafkaRecord,
+  consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>,
+  limits: DecodeLimits,
+): Decoded {
+  const { recordKey, recordKeyEncoding } = decodeKey(record.key);
+  const headers = decodeHeaders(record.headers);
+  const poison = (
+    errorCode: PoisonCode,
+    errorMessage: string,
+    raw: { text: string | null; encoding: 'utf8' | 'base64' | 'none' },
+  ): Decoded => ({
+    kind: 'poison',
+    row: {
+      topic: record.topic,
+      partition: record.partition,
+      offset: record.offset,
+      recordKey,
+      recordKeyEncoding,
+      rawValue: raw.text,
+      rawEncoding: raw.encoding,
+      headers,
+      errorCode,
+      errorMessage,
+      recordTimestampMs: timestampOf(record),
+    },
+  });
+
+  const value = record.value;
+  if (value === undefined || value === null || value === '') {
+    return poison(PoisonCodes.TOMBSTONE, 'record has no value (tombstone)', { text: null, encoding: 'none' });
+  }
+  if (!isBase64(value)) {
+    // Kept exactly as the event carried it, so that an operator sees what arrived.
+    return poison(PoisonCodes.INVALID_BASE64, 'value is not valid base64', { text: replaceUnstorable(value), encoding: 'base64' });
+  }
+  const bytes = Buffer.from(value, 'base64');
+  if (bytes.length > limits.maxPayloadBytes) {
+    return poison(
+      PoisonCodes.PAYLOAD_TOO_LARGE,
+      `value is ${bytes.length} bytes, over the limit of ${limits.maxPayloadBytes}`,
+      encodeBytes(bytes, value),
+    );
+  }
+  let text: string;
+  try {
+    text = utf8.decode(bytes);
+  } catch {
+    return poison(PoisonCodes.INVALID_UTF8, 'value is not valid UTF-8', { text: value, encoding: 'base64' });
+  }
+  // Everything below keeps the value as text unless it holds a NUL (text refuses it).
+  const raw = text.includes('\u0000') ? { text: value, encoding: 'base64' as const } : { text, encoding: 'utf8' as const };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    // Not the parser's message: it quotes the input.
+    return poison(PoisonCodes.INVALID_JSON, 'value is not valid JSON', raw);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    const kind = parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`;
+    return poison(PoisonCodes.NOT_AN_OBJECT, `value is JSON ${kind}, not an object`, raw);
+  }
+  if (SUSPECT_ESCAPE.test(text)) {
+    const at = findUnstorable(parsed, '');
+    if (at !== null) {
+      return poison(PoisonCodes.UNSTORABLE_VALUE, `${at}: contains \\u0000 or an unpaired surrogate, which PostgreSQL cannot store`, raw);
+    }
+  }
+  const result = normalizeEnvelope(consumer, parsed);
+  if (!result.ok) return poison(PoisonCodes.ENVELOPE_INVALID, result.message, raw);
+  const e = result.envelope;
+  return {
+    kind: 'valid',
+    row: {
+      ...e,
+      recordKey,
+      recordKeyEncoding,
+      topic: record.topic,
+      partition: record.partition,
+      offset: record.offset,
+      envelopeJson: text,
+      headers,
+    },
+  };
+}

@@ -1,0 +1,43 @@
+/**
+ * The ingest Lambda: an MSK event-source mapping's batch → the inbox (DESIGN.md §5).
+ * Thin on purpose: the logic is createIngest() in ./ingest.ts, which tests, benchmarks and
+ * the local simulator call with their own database and no environment.
+ */
+import type { Context } from 'aws-lambda';
+import { getConsumer } from '../consumers';
+import { loadConfig, requireConsumerName } from '../lib/config';
+import { getSql } from '../lib/db';
+import { classifyError } from '../lib/errors';
+import { MetricNames } from '../lib/metric-names';
+import { count, createObservability } from '../lib/observability';
+import { createIngestHandler, failEveryPartition } from './ingest';
+import type { KafkaBatchResponse, KafkaEvent } from './types';
+
+const config = loadConfig();
+const consumer = getConsumer(requireConsumerName(config));
+const { logger, metrics } = createObservability(config, 'ingest');
+
+let ingest: ReturnType<typeof createIngestHandler> | undefined;
+
+export async function handler(event: KafkaEvent, context: Context): Promise<KafkaBatchResponse> {
+  logger.addContext(context);
+  try {
+    if (ingest === undefined) {
+      let sql;
+      try {
+        sql = await getSql(config.database);
+      } catch (error) {
+        // No client (e.g. the secret could not be read): nothing was stored, redeliver it all.
+        const response = { batchItemFailures: failEveryPartition(event) };
+        logger.error('no database client', { error: classifyError(error).message, batchItemFailures: response.batchItemFailures.length });
+        count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
+        return response;
+      }
+      ingest = createIngestHandler({ sql, consumer, config, logger, metrics });
+    }
+    return await ingest(event, context);
+  } finally {
+    // Lambda freezes the process after returning: flush now or lose the batch's metrics.
+    metrics.publishStoredMetrics();
+  }
+}
