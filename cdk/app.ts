@@ -1,0 +1,23 @@
+/**
+ * The CDK app: the only infrastructure file that reads context (or env). It validates the
+ * stage's configuration, builds the two stacks and runs the cdk-nag AwsSolutions checks,
+ * so that `cdk synth` fails on an unacknowledged finding just as the tests do.
+ *
+ *   npx cdk synth                      # the stage named by the "stage" context (cdk.json: dev)
+ *   npx cdk deploy --all -c stage=prod # another stage from cdk.json's "stages"
+ */
+import { App, Validations } from 'aws-cdk-lib';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { CONSUMERS } from '../functions/consumers/index';
+import { parseStageConfig, StageConfigError } from './config';
+import { createInboxStacks } from './stacks/index';
+
+const app = new App();
+const stage = String(app.node.tryGetContext('stage') ?? 'dev');
+const stages = (app.node.tryGetContext('stages') ?? {}) as Record<string, unknown>;
+if (!(stage in stages)) {
+  throw new StageConfigError(`Unknown stage "${stage}": add it under "stages" in cdk.json (known: ${Object.keys(stages).join(', ') || 'none'})`);
+}
+createInboxStacks(app, parseStageConfig(stage, stages[stage], CONSUMERS));
+Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
+app.synth();

@@ -1,0 +1,243 @@
+/**
+ * The stage configuration: typed, validated with zod, with named defaults.
+ *
+ * `cdk/app.ts` reads the raw context (`cdk.json`, `-c stage=…`) and passes it here; nothing
+ * else on the infrastructure side reads context or env. A bad value fails synth with the
+ * context path in the message (`stages.prod.msk.clusterArn: …`), before any resource exists.
+ */
+import { z } from 'zod';
+
+export class StageConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'StageConfigError';
+  }
+}
+
+/** arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid> */
+const MSK_CLUSTER_ARN = /^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster\/[A-Za-z0-9-]+\/[A-Za-z0-9-]+$/;
+/** Lambda: 1-200 characters of [a-zA-Z0-9-/*:_+=.@-]. */
+const CONSUMER_GROUP_ID = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
+
+const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/** What every consumer gets unless its own entry overrides it. */
+const consumerSettings = z.object({
+  /** Records per ingest invocation (Kafka ESM: 1-10000). */
+  batchSize: int(1, 10_000).default(500),
+  /** How long the ESM gathers records before invoking (0-300 s). */
+  batchingWindowSeconds: int(0, 300).default(1),
+  /** Where a new consumer group starts. Ignored once the group has committed offsets. */
+  startingPosition: z.enum(['LATEST', 'TRIM_HORIZON']).default('TRIM_HORIZON'),
+  /** Provisioned-mode pollers (1-200 each). */
+  minPollers: int(1, 200).default(1),
+  maxPollers: int(1, 200).default(2),
+  /**
+   * ESM retries of a batch that keeps failing (infrastructure failures only: poison goes to
+   * the poison table). Finite, so that a dead database cannot block a partition forever;
+   * exhausted records go to the on-failure bucket, never silently dropped.
+   */
+  retryAttempts: int(0, 10_000).default(100),
+  /** Records older than this go to the on-failure bucket (60 s - 7 days). */
+  maxRecordAgeSeconds: int(60, 604_800).default(6 * 3600),
+  /** Ingest function memory and timeout. */
+  ingestMemoryMb: int(128, 10_240).default(512),
+  ingestTimeoutSeconds: int(3, 900).default(60),
+  /** Worker function memory, timeout and the rows it claims per round. */
+  workerMemoryMb: int(128, 10_240).default(512),
+  workerTimeoutSeconds: int(10, 900).default(120),
+  workerBatchSize: int(1, 10_000).default(100),
+});
+
+const consumerOverride = consumerSettings.partial().extend({
+  /** Topics to subscribe to instead of the declaration's (e.g. a stage-specific prefix). */
+  topics: z.array(z.string().min(1).max(249)).min(1).optional(),
+  /** The Kafka consumer group; default: the consumer's name (suffixed per topic when it has several). */
+  consumerGroupId: z.string().regex(CONSUMER_GROUP_ID, 'must be 1-200 characters of [a-zA-Z0-9-/*:_+=.@]').optional(),
+  /** false: deploy nothing for this consumer in this stage. */
+  enabled: z.boolean().default(true),
+});
+
+const stageSchema = z
+  .object({
+    /** Deployment environment. Omit both for environment-agnostic stacks. */
+    account: z.string().regex(/^\d{12}$/, 'must be a 12-digit account id').optional(),
+    region: z.string().regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1').optional(),
+    /** Prefix of the stack names: `<prefix>-<stage>-stateful`. */
+    stackPrefix: z.string().regex(/^[A-Za-z][A-Za-z0-9-]{0,40}$/).default('KafkaInbox'),
+    msk: z
+      .object({
+        /** An existing cluster, imported by ARN (no lookup). */
+        clusterArn: z.string().regex(MSK_CLUSTER_ARN, 'must be an MSK cluster ARN (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)').optional(),
+        /** Create a small MSK Serverless cluster (IAM auth) in this stage's VPC: dev stages only. */
+        createDevCluster: z.boolean().default(false),
+      })
+      .refine((m) => (m.clusterArn !== undefined) !== m.createDevCluster, {
+        message: 'set exactly one of msk.clusterArn and msk.createDevCluster=true',
+      }),
+    network: z
+      .object({
+        maxAzs: int(2, 3).default(2),
+        cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block').default('10.40.0.0/16'),
+      })
+      .prefault({}),
+    database: z
+      .object({
+        /** Aurora PostgreSQL engine version: a supported major (16 or 17) and its minor. */
+        engineVersion: z.string().regex(/^(16|17)\.\d+$/, 'must be 16.x or 17.x').default('17.7'),
+        databaseName: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('inbox'),
+        minCapacityAcu: z.number().min(0).max(256).default(0.5),
+        maxCapacityAcu: z.number().min(1).max(256).default(4),
+        readers: int(0, 15).default(0),
+        backupRetentionDays: int(1, 35).default(7),
+        deletionProtection: z.boolean().default(true),
+        /** Put an RDS Proxy between the functions and the cluster. */
+        rdsProxy: z.boolean().default(false),
+      })
+      .refine((d) => d.minCapacityAcu <= d.maxCapacityAcu, { message: 'minCapacityAcu must not exceed maxCapacityAcu' })
+      .prefault({}),
+    /** Defaults for every consumer, then per-consumer overrides keyed by consumer name. */
+    consumerDefaults: consumerSettings.prefault({}),
+    consumers: z.record(z.string(), consumerOverride).default({}),
+    worker: z
+      .object({
+        /** Row lease; longer than any worker invocation, so a live worker never loses its rows. */
+        leaseSeconds: int(30, 24 * 3600).default(300),
+        /** The worker stops claiming this long before its deadline. */
+        safetyMarginSeconds: int(1, 300).default(10),
+      })
+      .prefault({}),
+    reaper: z
+      .object({
+        intervalMinutes: int(1, 60).default(1),
+        timeoutSeconds: int(10, 900).default(120),
+        batchSize: int(1, 100_000).default(1_000),
+      })
+      .prefault({}),
+    observability: z
+      .object({
+        metricsNamespace: z.string().min(1).max(255).default('KafkaInbox'),
+        serviceName: z.string().min(1).max(100).default('kafka-inbox'),
+        logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
+        logRetentionDays: z
+          .union([z.literal(1), z.literal(3), z.literal(5), z.literal(7), z.literal(14), z.literal(30), z.literal(60), z.literal(90), z.literal(180), z.literal(365)])
+          .default(30),
+      })
+      .prefault({}),
+    /** On-failure bucket (records the ESM gave up on): how long objects are kept. */
+    failedRecordsRetentionDays: int(1, 3650).default(30),
+    alarms: z
+      .object({
+        /** Subscribed to the alarm topic (email confirmation needed). */
+        email: z.email().optional(),
+        /** An existing topic to send alarms to instead of creating one. */
+        snsTopicArn: z.string().regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$/, 'must be an SNS topic ARN').optional(),
+        quarantineDepth: int(0, 1_000_000).default(0),
+        poisonRecords: int(0, 1_000_000).default(0),
+        oldestDueAgeSeconds: int(60, 7 * 86_400).default(900),
+        offsetLag: int(1, 1_000_000_000).default(10_000),
+        functionErrors: int(0, 1_000_000).default(0),
+        esmFailedRecords: int(0, 1_000_000).default(0),
+        /** Consecutive 5-minute periods in breach before an alarm fires. */
+        evaluationPeriods: int(1, 100).default(1),
+      })
+      .refine((a) => a.email === undefined || a.snsTopicArn === undefined, { message: 'set alarms.email or alarms.snsTopicArn, not both' })
+      .prefault({}),
+  })
+  .superRefine((stage, ctx) => {
+    if ((stage.account === undefined) !== (stage.region === undefined)) {
+      ctx.addIssue({ code: 'custom', path: ['account'], message: 'set both account and region, or neither' });
+    }
+  });
+
+export type ConsumerSettings = z.output<typeof consumerSettings>;
+export type StageSettings = z.output<typeof stageSchema>;
+
+/** One consumer's effective settings in a stage: the declaration merged with the stage's overrides. */
+export interface ConsumerStageConfig extends ConsumerSettings {
+  name: string;
+  mode: 'deferred' | 'inline';
+  topics: string[];
+  /** The consumer group of each topic's event-source mapping. */
+  consumerGroupIds: Record<string, string>;
+}
+
+export interface StageConfig extends Omit<StageSettings, 'consumers' | 'consumerDefaults'> {
+  stage: string;
+  consumers: ConsumerStageConfig[];
+}
+
+/** The part of a consumer declaration the infrastructure needs. */
+export interface DeclaredConsumer {
+  name: string;
+  topics: readonly string[];
+  mode: 'deferred' | 'inline';
+}
+
+/**
+ * Lambda requires a consumer group id to be unique among the account's Kafka event sources,
+ * so a consumer that reads several topics gets one group per topic.
+ */
+function groupIds(base: string, topics: string[]): Record<string, string> {
+  if (topics.length === 1) return { [topics[0]!]: base };
+  return Object.fromEntries(topics.map((t) => [t, `${base}.${t}`.slice(0, 200)]));
+}
+
+/**
+ * Validate the raw context of one stage against the declared consumers. Throws
+ * StageConfigError listing every problem with its context path.
+ */
+export function parseStageConfig(stage: string, raw: unknown, declared: readonly DeclaredConsumer[]): StageConfig {
+  const result = stageSchema.safeParse(raw ?? {});
+  const problems: string[] = [];
+  if (!result.success) {
+    for (const issue of result.error.issues) {
+      problems.push(`stages.${stage}${issue.path.length > 0 ? '.' : ''}${issue.path.join('.')}: ${issue.message}`);
+    }
+    throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
+  }
+  const { consumers: overrides, consumerDefaults, ...rest } = result.data;
+
+  const known = new Set(declared.map((c) => c.name));
+  for (const name of Object.keys(overrides)) {
+    if (!known.has(name)) {
+      problems.push(`stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
+    }
+  }
+
+  const consumers: ConsumerStageConfig[] = [];
+  const seenGroups = new Map<string, string>();
+  for (const declaration of declared) {
+    const { topics: topicOverride, consumerGroupId, enabled, ...settings } = overrides[declaration.name] ?? { enabled: true };
+    if (!enabled) continue;
+    const merged: ConsumerSettings = { ...consumerDefaults, ...stripUndefined(settings) };
+    const topics = topicOverride ?? [...declaration.topics];
+    const path = `stages.${stage}.consumers.${declaration.name}`;
+    if (merged.minPollers > merged.maxPollers) problems.push(`${path}: minPollers must not exceed maxPollers`);
+    // The worker must finish (and release what it claimed) well before its lease could expire,
+    // or the reaper would hand a live worker's rows to another worker.
+    if (merged.workerTimeoutSeconds + rest.worker.safetyMarginSeconds >= rest.worker.leaseSeconds) {
+      problems.push(`${path}: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (${rest.worker.leaseSeconds})`);
+    }
+    if (merged.workerTimeoutSeconds <= rest.worker.safetyMarginSeconds) {
+      problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
+    }
+    const consumerGroupIds = groupIds(consumerGroupId ?? declaration.name, topics);
+    for (const [topic, group] of Object.entries(consumerGroupIds)) {
+      const owner = seenGroups.get(group);
+      if (owner !== undefined) problems.push(`${path}: consumer group "${group}" is also used by ${owner}`);
+      seenGroups.set(group, `${declaration.name}/${topic}`);
+    }
+    consumers.push({ ...merged, name: declaration.name, mode: declaration.mode, topics, consumerGroupIds });
+  }
+  if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+
+  if (problems.length > 0) {
+    throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
+  }
+  return { stage, ...rest, consumers };
+}
+
+function stripUndefined<T extends object>(value: T): Partial<T> {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,107 @@
+/**
+ * The alarms (DESIGN.md §7), all sent to one SNS topic. Each description names its runbook
+ * section (docs/runbook.md, folded into the README), so whoever is paged knows where to start.
+ */
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as sns from 'aws-cdk-lib/aws-sns';
+import { Construct } from 'constructs';
+import { MetricNames } from '../../functions/lib/metric-names';
+import type { StageConfig } from '../config';
+import type { InboxMetrics, MonitoredConsumer, MonitoredFunction } from './monitoring';
+
+/** Runbook section titles, as they appear in docs/runbook.md ("## Runbook: <title>"). */
+export const RUNBOOK = {
+  quarantineDepth: 'Quarantine depth',
+  poisonRecords: 'Poison records',
+  oldestDueAge: 'Oldest due age',
+  offsetLag: 'Offset lag',
+  functionErrors: 'Function errors',
+  esmFailedRecords: 'ESM failed records',
+} as const;
+
+export function runbookReference(section: keyof typeof RUNBOOK): string {
+  return `Runbook: README, section "Runbook: ${RUNBOOK[section]}".`;
+}
+
+export interface InboxAlarmsProps {
+  metrics: InboxMetrics;
+  consumers: MonitoredConsumer[];
+  functions: MonitoredFunction[];
+  thresholds: StageConfig['alarms'];
+  topic: sns.ITopic;
+}
+
+export class InboxAlarms extends Construct {
+  readonly alarms: cloudwatch.Alarm[] = [];
+
+  constructor(scope: Construct, id: string, props: InboxAlarmsProps) {
+    super(scope, id);
+    const { metrics: m, thresholds: t } = props;
+    const action = new actions.SnsAction(props.topic);
+
+    const add = (
+      alarmId: string,
+      metric: cloudwatch.IMetric,
+      threshold: number,
+      section: keyof typeof RUNBOOK,
+      what: string,
+    ): void => {
+      const alarm = new cloudwatch.Alarm(this, alarmId, {
+        metric,
+        threshold,
+        evaluationPeriods: t.evaluationPeriods,
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        // No data means nothing happened (counts) or the reaper is not publishing, which
+        // the reaper's own error alarm reports.
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        alarmDescription: `${what} ${runbookReference(section)}`,
+      });
+      alarm.addAlarmAction(action);
+      alarm.addOkAction(action);
+      this.alarms.push(alarm);
+    };
+
+    for (const c of props.consumers) {
+      const key = c.name.replace(/[^A-Za-z0-9]/g, '');
+      add(
+        `${key}QuarantineDepth`,
+        m.metric(c.name, MetricNames.QuarantineDepth, 'Maximum'),
+        t.quarantineDepth,
+        'quarantineDepth',
+        `${c.name}: rows are QUARANTINED and wait for an operator.`,
+      );
+      add(
+        `${key}Poison`,
+        m.metric(c.name, MetricNames.RecordsPoisoned, 'Sum'),
+        t.poisonRecords,
+        'poisonRecords',
+        `${c.name}: Kafka records could not become inbox rows and were stored as poison.`,
+      );
+      add(
+        `${key}OldestDueAge`,
+        m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum'),
+        t.oldestDueAgeSeconds,
+        'oldestDueAge',
+        `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s.`,
+      );
+      add(`${key}OffsetLag`, m.offsetLag(c), t.offsetLag, 'offsetLag', `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`);
+      add(
+        `${key}EsmFailedRecords`,
+        m.esmFailedRecords(c),
+        t.esmFailedRecords,
+        'esmFailedRecords',
+        `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
+      );
+    }
+    for (const f of props.functions) {
+      add(
+        `${f.label.replace(/[^A-Za-z0-9]/g, '')}Errors`,
+        f.function.metricErrors({ statistic: 'Sum', period: m.period }),
+        t.functionErrors,
+        'functionErrors',
+        `${f.label}: the function returned errors.`,
+      );
+    }
+  }
+}

@@ -1,0 +1,120 @@
+/**
+ * One consumer's ingest side: the ingest function and one MSK event-source mapping per
+ * topic, in provisioned mode, with partial batch responses and bounded retries. Records the
+ * mapping gives up on (retries or age exhausted: the database was down for that long) go
+ * to the on-failure bucket with their payload, so nothing is dropped silently.
+ */
+import { Duration, Fn } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
+import { ManagedKafkaEventSource, S3OnFailureDestination } from 'aws-cdk-lib/aws-lambda-event-sources';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { Construct } from 'constructs';
+import { acknowledge, arnFinding } from './nag';
+import type { ConsumerStageConfig } from '../config';
+import { InboxFunction, type FunctionPlatform } from './inbox-function';
+
+export interface KafkaIngestProps {
+  platform: FunctionPlatform;
+  consumer: ConsumerStageConfig;
+  /** Literal or token (a cluster created in the stage). */
+  clusterArn: string;
+  failedRecords: s3.IBucket;
+}
+
+/** The topic and group ARNs that belong to a cluster ARN (arn:…:cluster/<name>/<uuid>). */
+export function kafkaResourceArns(clusterArn: string, topics: string[], groups: string[]): { topicArns: string[]; groupArns: string[] } {
+  // Fn.split/select fold to plain strings when the ARN is a literal, and to intrinsic
+  // functions when it is a token, so one code path serves both.
+  const slashParts = Fn.split('/', clusterArn, 3);
+  const head = Fn.select(0, slashParts); // arn:<partition>:kafka:<region>:<account>:cluster
+  const name = Fn.select(1, slashParts);
+  const uuid = Fn.select(2, slashParts);
+  const colonParts = Fn.split(':', head, 6);
+  const prefix = `arn:${Fn.select(1, colonParts)}:kafka:${Fn.select(3, colonParts)}:${Fn.select(4, colonParts)}`;
+  return {
+    topicArns: topics.map((t) => `${prefix}:topic/${name}/${uuid}/${t}`),
+    groupArns: groups.map((g) => `${prefix}:group/${name}/${uuid}/${g}`),
+  };
+}
+
+export class KafkaIngest extends Construct {
+  readonly function: InboxFunction;
+  /** The mappings' ids (dimension EventSourceMappingUUID of the ESM metrics). */
+  readonly eventSourceMappingIds: string[] = [];
+
+  constructor(scope: Construct, id: string, props: KafkaIngestProps) {
+    super(scope, id);
+    const { consumer } = props;
+
+    this.function = new InboxFunction(this, 'Function', {
+      platform: props.platform,
+      entry: 'functions/ingest/handler.ts',
+      description: `Kafka inbox ingest: ${consumer.name} (${consumer.mode})`,
+      memorySize: consumer.ingestMemoryMb,
+      timeout: Duration.seconds(consumer.ingestTimeoutSeconds),
+      environment: { CONSUMER_NAME: consumer.name },
+    });
+
+    for (const topic of consumer.topics) {
+      const source = new ManagedKafkaEventSource({
+        clusterArn: props.clusterArn,
+        topic,
+        consumerGroupId: consumer.consumerGroupIds[topic]!,
+        startingPosition: lambda.StartingPosition[consumer.startingPosition],
+        batchSize: consumer.batchSize,
+        maxBatchingWindow: Duration.seconds(consumer.batchingWindowSeconds),
+        provisionedPollerConfig: { minimumPollers: consumer.minPollers, maximumPollers: consumer.maxPollers },
+        reportBatchItemFailures: true,
+        bisectBatchOnError: true,
+        retryAttempts: consumer.retryAttempts,
+        maxRecordAge: Duration.seconds(consumer.maxRecordAgeSeconds),
+        onFailure: new S3OnFailureDestination(props.failedRecords),
+        metricsConfig: { metrics: [lambda.MetricType.EVENT_COUNT, lambda.MetricType.ERROR_COUNT, lambda.MetricType.KAFKA_METRICS] },
+      });
+      this.function.addEventSource(source);
+      this.eventSourceMappingIds.push(source.eventSourceMappingId);
+    }
+
+    // MSK IAM auth: the mapping connects with the function's role. Least privilege on the
+    // cluster, this consumer's topics and its consumer groups.
+    const groups = Object.values(consumer.consumerGroupIds);
+    const { topicArns, groupArns } = kafkaResourceArns(props.clusterArn, consumer.topics, groups);
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['kafka-cluster:Connect', 'kafka-cluster:DescribeClusterDynamicConfiguration'],
+        resources: [props.clusterArn],
+      }),
+    );
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeTopic', 'kafka-cluster:ReadData'], resources: topicArns }),
+    );
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeGroup', 'kafka-cluster:AlterGroup'], resources: groupArns }),
+    );
+
+    acknowledge(
+      this.function,
+      [
+        {
+          id: 'AwsSolutions-IAM4',
+          reason:
+            'AWSLambdaMSKExecutionRole is attached by the CDK ManagedKafkaEventSource: the ESM needs its kafka:Describe*/GetBootstrapBrokers and ENI actions, which AWS does not support scoping.',
+          findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole'],
+        },
+        {
+          id: 'AwsSolutions-IAM5',
+          reason:
+            'S3OnFailureDestination grants object actions on the on-failure bucket (bucket-arn/*): the ESM writes one object per failed batch under keys it chooses.',
+          findings: [
+            'Action::s3:Abort*',
+            'Action::s3:DeleteObject*',
+            'Action::s3:GetBucket*',
+            'Action::s3:GetObject*',
+            'Action::s3:List*',
+            arnFinding(props.failedRecords, '/*'),
+          ],
+        },
+      ]);
+  }
+}

@@ -1,0 +1,52 @@
+/**
+ * The deploy-time migration run: a function that applies migrations/ with the project's
+ * one runner (functions/lib/migrate.ts), invoked by a CDK trigger after the database exists
+ * and before any function that reads or writes the inbox is created. A failed migration
+ * fails the deployment. The SQL files are copied into the bundle, and the bundle's hash
+ * covers them, so a new migration file re-runs the trigger on the next deploy.
+ */
+import { Duration } from 'aws-cdk-lib';
+import * as triggers from 'aws-cdk-lib/triggers';
+import { Construct } from 'constructs';
+import { InboxFunction, type FunctionPlatform } from './inbox-function';
+
+export interface MigrationsProps {
+  platform: FunctionPlatform;
+  /** The database (and proxy): created first. */
+  executeAfter: Construct[];
+  /** Everything that touches the inbox tables: created after the migrations ran. */
+  executeBefore: Construct[];
+}
+
+export class Migrations extends Construct {
+  readonly function: InboxFunction;
+  readonly trigger: triggers.Trigger;
+
+  constructor(scope: Construct, id: string, props: MigrationsProps) {
+    super(scope, id);
+    this.function = new InboxFunction(this, 'Function', {
+      platform: props.platform,
+      entry: 'functions/migrate/handler.ts',
+      description: 'Kafka inbox: apply pending database migrations (deploy time)',
+      memorySize: 256,
+      timeout: Duration.minutes(10),
+      // DDL goes to the cluster directly, not through the proxy.
+      useProxy: false,
+      commandHooks: {
+        beforeBundling: () => [],
+        beforeInstall: () => [],
+        afterBundling: (inputDir: string, outputDir: string) => [
+          `mkdir -p "${outputDir}/migrations"`,
+          `cp "${inputDir}"/migrations/*.sql "${outputDir}/migrations/"`,
+        ],
+      },
+    });
+    this.trigger = new triggers.Trigger(this, 'Trigger', {
+      handler: this.function,
+      executeAfter: props.executeAfter,
+      executeBefore: props.executeBefore,
+      executeOnHandlerChange: true,
+      timeout: Duration.minutes(10),
+    });
+  }
+}

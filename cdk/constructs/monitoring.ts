@@ -1,0 +1,83 @@
+/**
+ * What the dashboard and the alarms both chart: the functions' own metrics (named only
+ * through functions/lib/metric-names.ts, so nothing charted can lack an emitter) and the
+ * AWS metrics of the functions, the event-source mappings and the cluster.
+ */
+import { Duration } from 'aws-cdk-lib';
+import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import { METRIC_DIMENSION, type MetricName } from '../../functions/lib/metric-names';
+
+export const PERIOD = Duration.minutes(5);
+
+export interface MonitoredConsumer {
+  name: string;
+  ingest: lambda.IFunction;
+  worker: lambda.IFunction;
+  eventSourceMappingIds: string[];
+}
+
+export interface MonitoredFunction {
+  label: string;
+  function: lambda.IFunction;
+}
+
+export class InboxMetrics {
+  readonly period = PERIOD;
+
+  constructor(
+    private readonly namespace: string,
+    /** Powertools adds a `service` dimension to every metric: it is part of the metric's identity. */
+    private readonly serviceName: string,
+  ) {}
+
+  /** One of our metrics for one consumer. */
+  metric(consumer: string, name: MetricName, statistic: string, label?: string): cloudwatch.Metric {
+    return new cloudwatch.Metric({
+      namespace: this.namespace,
+      metricName: name,
+      dimensionsMap: { [METRIC_DIMENSION]: consumer, service: this.serviceName },
+      statistic,
+      period: PERIOD,
+      label: label ?? name,
+    });
+  }
+
+  /** AWS/Lambda OffsetLag of a consumer's ingest function: records in Kafka not yet processed. */
+  offsetLag(consumer: MonitoredConsumer): cloudwatch.Metric {
+    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} offset lag` });
+  }
+
+  /**
+   * Records that left the normal path: sent to the on-failure bucket or dropped by the
+   * mappings (ESM metrics, dimension EventSourceMappingUUID), or that Lambda failed to
+   * deliver to the bucket (function metric DestinationDeliveryFailures).
+   */
+  esmFailedRecords(consumer: MonitoredConsumer): cloudwatch.MathExpression {
+    const usingMetrics: Record<string, cloudwatch.IMetric> = {
+      delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }),
+    };
+    const terms = ['FILL(delivery, 0)'];
+    consumer.eventSourceMappingIds.forEach((uuid, i) => {
+      for (const [key, metricName] of [
+        [`onfailure${i}`, 'OnFailureDestinationDeliveredEventCount'],
+        [`dropped${i}`, 'DroppedEventCount'],
+      ] as const) {
+        usingMetrics[key] = new cloudwatch.Metric({
+          namespace: 'AWS/Lambda',
+          metricName,
+          dimensionsMap: { EventSourceMappingUUID: uuid },
+          statistic: 'Sum',
+          period: PERIOD,
+        });
+        terms.push(`FILL(${key}, 0)`);
+      }
+    });
+    return new cloudwatch.MathExpression({
+      expression: terms.join(' + '),
+      usingMetrics,
+      period: PERIOD,
+      label: `${consumer.name} records sent to on-failure or dropped`,
+    });
+  }
+}

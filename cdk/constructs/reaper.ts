@@ -1,0 +1,40 @@
+/** The reaper: releases expired leases, quarantines exhausted rows, prunes, publishes gauges. */
+import { Duration } from 'aws-cdk-lib';
+import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
+import { Construct } from 'constructs';
+import type { StageConfig } from '../config';
+import { InboxFunction, type FunctionPlatform } from './inbox-function';
+import type { Schedules } from './scheduled';
+
+export interface ReaperProps {
+  platform: FunctionPlatform;
+  reaper: StageConfig['reaper'];
+  worker: StageConfig['worker'];
+  schedules: Schedules;
+}
+
+export class Reaper extends Construct {
+  readonly function: InboxFunction;
+  readonly schedule: scheduler.Schedule;
+
+  constructor(scope: Construct, id: string, props: ReaperProps) {
+    super(scope, id);
+    this.function = new InboxFunction(this, 'Function', {
+      platform: props.platform,
+      entry: 'functions/reaper/handler.ts',
+      description: 'Kafka inbox reaper: expired leases, max attempts, pruning, gauges',
+      timeout: Duration.seconds(props.reaper.timeoutSeconds),
+      environment: {
+        REAPER_BATCH_SIZE: String(props.reaper.batchSize),
+        LEASE_SECONDS: String(props.worker.leaseSeconds),
+      },
+    });
+    this.schedule = props.schedules.schedule(
+      this,
+      'Schedule',
+      this.function,
+      Duration.minutes(props.reaper.intervalMinutes),
+      'Release expired leases, quarantine exhausted rows, prune, publish backlog gauges',
+    );
+  }
+}

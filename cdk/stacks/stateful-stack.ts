@@ -1,0 +1,167 @@
+/**
+ * What keeps state: the network, the Aurora PostgreSQL cluster and its secret, the
+ * optional RDS Proxy, and (dev stages) a small MSK Serverless cluster. Deployed rarely,
+ * separately from the functions, so a code change never puts the database at risk.
+ */
+import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as msk from 'aws-cdk-lib/aws-msk';
+import * as rds from 'aws-cdk-lib/aws-rds';
+import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
+import type { Construct } from 'constructs';
+import { acknowledge } from '../constructs/nag';
+import type { StageConfig } from '../config';
+
+/** Pinned: renaming a construct must never replace the database. */
+export const DATABASE_CLUSTER_LOGICAL_ID = 'InboxDatabaseCluster';
+
+export interface StatefulStackProps extends StackProps {
+  config: StageConfig;
+}
+
+export class StatefulStack extends Stack {
+  readonly vpc: ec2.Vpc;
+  readonly functionSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PRIVATE_ISOLATED };
+  /** Every function's security group: the database (or its proxy) admits it. */
+  readonly functionSecurityGroup: ec2.SecurityGroup;
+  readonly cluster: rds.DatabaseCluster;
+  readonly databaseSecret: secretsmanager.ISecret;
+  readonly proxy?: rds.DatabaseProxy;
+  readonly mskClusterArn: string;
+  private readonly endpoints: ec2.InterfaceVpcEndpoint[] = [];
+
+  constructor(scope: Construct, id: string, props: StatefulStackProps) {
+    super(scope, id, props);
+    const { config } = props;
+
+    // No NAT: the functions only talk to the database and to AWS APIs through endpoints.
+    this.vpc = new ec2.Vpc(this, 'Vpc', {
+      ipAddresses: ec2.IpAddresses.cidr(config.network.cidr),
+      maxAzs: config.network.maxAzs,
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'private', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
+      flowLogs: { rejected: { trafficType: ec2.FlowLogTrafficType.REJECT } },
+    });
+    this.vpc.addGatewayEndpoint('S3', { service: ec2.GatewayVpcEndpointAwsService.S3 });
+
+    this.functionSecurityGroup = new ec2.SecurityGroup(this, 'FunctionSecurityGroup', {
+      vpc: this.vpc,
+      description: 'Inbox functions: reach the database and the VPC endpoints',
+      allowAllOutbound: true,
+    });
+
+    // Secrets Manager: the functions read the database secret. Scheduler: ops pause/resume.
+    // STS and Lambda: the MSK event-source mapping's pollers, when the cluster is in this VPC,
+    // assume the function's role for IAM auth and invoke the function from its subnets.
+    // Closed endpoints: only the security groups admitted below reach them.
+    const services: Record<string, ec2.InterfaceVpcEndpointAwsService> = {
+      SecretsManager: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+      Scheduler: new ec2.InterfaceVpcEndpointAwsService('scheduler'),
+      Sts: ec2.InterfaceVpcEndpointAwsService.STS,
+      Lambda: ec2.InterfaceVpcEndpointAwsService.LAMBDA,
+    };
+    for (const [name, service] of Object.entries(services)) {
+      const endpoint = this.vpc.addInterfaceEndpoint(name, { service, privateDnsEnabled: true, subnets: this.functionSubnets, open: false });
+      endpoint.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions');
+      this.endpoints.push(endpoint);
+    }
+
+    const version = config.database.engineVersion;
+    this.cluster = new rds.DatabaseCluster(this, 'Database', {
+      engine: rds.DatabaseClusterEngine.auroraPostgres({
+        version: rds.AuroraPostgresEngineVersion.of(version, version.split('.')[0]!),
+      }),
+      credentials: rds.Credentials.fromGeneratedSecret('inbox_admin'),
+      defaultDatabaseName: config.database.databaseName,
+      writer: rds.ClusterInstance.serverlessV2('writer', { publiclyAccessible: false }),
+      readers: Array.from({ length: config.database.readers }, (_, i) =>
+        rds.ClusterInstance.serverlessV2(`reader${i + 1}`, { scaleWithWriter: true, publiclyAccessible: false }),
+      ),
+      serverlessV2MinCapacity: config.database.minCapacityAcu,
+      serverlessV2MaxCapacity: config.database.maxCapacityAcu,
+      vpc: this.vpc,
+      vpcSubnets: this.functionSubnets,
+      storageEncrypted: true,
+      backup: { retention: Duration.days(config.database.backupRetentionDays) },
+      deletionProtection: config.database.deletionProtection,
+      removalPolicy: RemovalPolicy.SNAPSHOT,
+      cloudwatchLogsExports: ['postgresql'],
+      enablePerformanceInsights: true,
+      iamAuthentication: false,
+    });
+    (this.cluster.node.defaultChild as rds.CfnDBCluster).overrideLogicalId(DATABASE_CLUSTER_LOGICAL_ID);
+    this.databaseSecret = this.cluster.secret!;
+
+    if (config.database.rdsProxy) {
+      this.proxy = this.cluster.addProxy('Proxy', {
+        secrets: [this.databaseSecret],
+        vpc: this.vpc,
+        vpcSubnets: this.functionSubnets,
+        requireTLS: true,
+        // Long enough for a worker's drain loop; short enough that a frozen container's
+        // connection does not hold a database backend for long.
+        idleClientTimeout: Duration.minutes(15),
+      });
+      this.proxy.connections.allowFrom(this.functionSecurityGroup, ec2.Port.tcp(this.cluster.clusterEndpoint.port), 'Inbox functions to RDS Proxy');
+      // The migration runner connects to the cluster directly (DDL, no pinning concerns).
+      this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Migration runner to Aurora');
+    } else {
+      this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
+    }
+
+    this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster();
+
+    this.suppressFindings(config);
+  }
+
+  /** A small MSK Serverless cluster with IAM auth, for stages that have no cluster of their own. */
+  private createDevCluster(): string {
+    const securityGroup = new ec2.SecurityGroup(this, 'DevKafkaSecurityGroup', {
+      vpc: this.vpc,
+      description: 'Dev MSK Serverless cluster; the event-source mapping pollers run in this group',
+      allowAllOutbound: true,
+    });
+    // The ESM's pollers use the cluster's own security group: it must admit itself (IAM port).
+    securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(9098), 'MSK IAM from the ESM pollers');
+    for (const endpoint of this.endpoints) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
+    const cluster = new msk.CfnServerlessCluster(this, 'DevKafka', {
+      clusterName: `${this.stackName}-dev`.slice(0, 64),
+      clientAuthentication: { sasl: { iam: { enabled: true } } },
+      vpcConfigs: [
+        {
+          subnetIds: this.vpc.selectSubnets(this.functionSubnets).subnetIds,
+          securityGroups: [securityGroup.securityGroupId],
+        },
+      ],
+    });
+    return cluster.attrArn;
+  }
+
+  private suppressFindings(config: StageConfig): void {
+    acknowledge(
+      this.cluster,
+      [
+        {
+          id: 'AwsSolutions-SMG4',
+          reason:
+            'The functions read the database secret once per container (cold start); automatic rotation would break live pools until containers recycle. Rotate through the runbook procedure (rotate, then redeploy the stateless stack).',
+        },
+        {
+          id: 'AwsSolutions-RDS6',
+          reason: 'The functions authenticate with the Secrets Manager credentials (also what RDS Proxy requires); IAM database auth adds a token call per connection for no gain here.',
+        },
+        {
+          id: 'AwsSolutions-RDS11',
+          reason: 'The default port is not a security control: only the functions security group is admitted, in isolated subnets.',
+        },
+        ...(config.database.deletionProtection
+          ? []
+          : [{ id: 'AwsSolutions-RDS10', reason: 'Deletion protection is switched off explicitly in this stage context (throwaway stage).' }]),
+      ]);
+    if (this.proxy) {
+      acknowledge(
+        this.proxy,
+        [{ id: 'AwsSolutions-IAM5', reason: 'CDK grants the proxy role secretsmanager access to the one database secret; the wildcard is the secret ARN suffix.' }]);
+    }
+  }
+}

@@ -1,0 +1,45 @@
+/**
+ * Synthesis for the CDK tests: the stage contexts come from cdk.json, exactly what
+ * `npx cdk synth` uses. Bundling is optional: the tests that only read the template of a
+ * variant stage skip it (CDK's `aws:cdk:bundling-stacks` context) to stay fast.
+ */
+import { readFileSync } from 'node:fs';
+import { App } from 'aws-cdk-lib';
+import { Template } from 'aws-cdk-lib/assertions';
+import { CONSUMERS } from '../../functions/consumers/index';
+import { parseStageConfig, type StageConfig } from '../../cdk/config';
+import { createInboxStacks, type InboxStacks } from '../../cdk/stacks/index';
+
+interface CdkJson {
+  context: { stages: Record<string, unknown> } & Record<string, unknown>;
+}
+
+export const CDK_JSON = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as CdkJson;
+
+export interface Synthesized {
+  app: App;
+  config: StageConfig;
+  stacks: InboxStacks;
+  stateful: Template;
+  stateless: Template;
+}
+
+/** Build and synthesize one stage. `overrides` are merged over the stage's cdk.json context. */
+export function synthesize(options: { stage?: string; overrides?: Record<string, unknown>; bundle: boolean; outdir?: string }): Synthesized {
+  const stage = options.stage ?? 'dev';
+  const { stages, ...flags } = CDK_JSON.context;
+  const raw = { ...(stages[stage] as Record<string, unknown>), ...options.overrides };
+  const app = new App({
+    context: { ...flags, ...(options.bundle ? {} : { 'aws:cdk:bundling-stacks': [] }) },
+    ...(options.outdir ? { outdir: options.outdir } : {}),
+  });
+  const config = parseStageConfig(stage, raw, CONSUMERS);
+  const stacks = createInboxStacks(app, config);
+  return {
+    app,
+    config,
+    stacks,
+    stateful: Template.fromStack(stacks.stateful),
+    stateless: Template.fromStack(stacks.stateless),
+  };
+}
