@@ -1,0 +1,76 @@
+/** Shared arrangement for the worker's database tests. */
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import type { ConsumerDeclaration, EventHandler, RetryPolicy } from '../../../functions/consumers/types';
+import type { Sql } from '../../../functions/lib/db';
+import { newOwnerId, runWorker, type WorkerDependencies, type WorkerResult } from '../../../functions/worker/run-worker';
+
+export function quietObservability(): { logger: Logger; metrics: Metrics } {
+  return {
+    logger: new Logger({ serviceName: 'worker-test', logLevel: 'SILENT' }),
+    metrics: new Metrics({ namespace: 'WorkerTest', serviceName: 'worker-test' }),
+  };
+}
+
+export const workerConfig = (overrides: Partial<WorkerDependencies['config']['worker']> = {}) => ({
+  worker: { batchSize: 100, safetyMarginMs: 1_000, leaseSeconds: 300, ...overrides },
+});
+
+/** Plenty of time left: the loop ends only when nothing is due. */
+export const plentyOfTime = () => 600_000;
+
+/** The same consumer with a changed retry policy and/or extra handlers. */
+export function variant(
+  base: ConsumerDeclaration,
+  changes: { retry?: Partial<RetryPolicy>; handlers?: Record<string, Record<number, EventHandler<any>>>; name?: string } = {},
+): ConsumerDeclaration {
+  return {
+    ...base,
+    name: changes.name ?? base.name,
+    retry: { ...base.retry, ...changes.retry },
+    handlers: { ...base.handlers, ...changes.handlers },
+  };
+}
+
+export function work(
+  sql: Sql,
+  consumer: ConsumerDeclaration,
+  extra: Partial<Omit<WorkerDependencies, 'sql' | 'consumer'>> = {},
+): Promise<WorkerResult> {
+  return runWorker({
+    sql,
+    consumer,
+    config: workerConfig(),
+    ...quietObservability(),
+    owner: newOwnerId('test'),
+    remainingMs: plentyOfTime,
+    random: () => 0,
+    ...extra,
+  });
+}
+
+export interface InboxState {
+  event_id: string;
+  status: string;
+  attempt_count: number;
+  error_code: string | null;
+  next_attempt_at: Date | null;
+  processed_at: Date | null;
+  quarantined_at: Date | null;
+  locked_by: string | null;
+  lease_expires_at: Date | null;
+  updated_at: Date;
+  error_detail: Record<string, unknown> | null;
+  /** next_attempt_at − updated_at in seconds (both the database's now() of the completion). */
+  delay_seconds: number | null;
+}
+
+export async function inboxRow(sql: Sql, inboxId: string): Promise<InboxState> {
+  const [row] = await sql<InboxState[]>`
+    select event_id, status, attempt_count, error_code, next_attempt_at, processed_at, quarantined_at,
+           locked_by, lease_expires_at, updated_at, error_detail,
+           extract(epoch from next_attempt_at - updated_at)::float8 as delay_seconds
+    from integration.consumer_inbox where inbox_id = ${inboxId}`;
+  if (row === undefined) throw new Error(`no inbox row ${inboxId}`);
+  return row;
+}
