@@ -1,0 +1,328 @@
+/**
+ * The synthesized templates of the dev stage (cdk.json), bundled exactly as `cdk deploy`
+ * would bundle them. Synthesized once for the whole file: bundling is the slow part.
+ */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Match, type Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { DATABASE_CLUSTER_LOGICAL_ID } from '../../cdk/stacks/stateful-stack';
+import { CONSUMERS } from '../../functions/consumers/index';
+import { MetricNames } from '../../functions/lib/metric-names';
+import { synthesize, type Synthesized } from './synth';
+
+let s: Synthesized;
+let outdir: string;
+
+beforeAll(() => {
+  outdir = mkdtempSync(join(tmpdir(), 'inbox-cdk-'));
+  s = synthesize({ bundle: true, outdir });
+  s.app.synth();
+});
+
+afterAll(() => {
+  rmSync(outdir, { recursive: true, force: true });
+});
+
+type Resources = Record<string, { Type: string; Properties?: Record<string, any>; DeletionPolicy?: string }>;
+const resourcesOf = (t: Template, type: string): Resources => t.findResources(type) as Resources;
+
+describe('ingest: one MSK event-source mapping per consumer topic', () => {
+  it('maps every declared consumer topic with partial batch responses, provisioned pollers, bounded retries and a destination', () => {
+    const mappings = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping'));
+    const expected = CONSUMERS.flatMap((c) => c.topics.map((topic) => ({ consumer: c.name, topic })));
+    expect(mappings).toHaveLength(expected.length);
+    for (const { consumer, topic } of expected) {
+      const mapping = mappings.find(
+        (m) => m.Properties!.Topics[0] === topic && m.Properties!.AmazonManagedKafkaEventSourceConfig?.ConsumerGroupId === consumer,
+      );
+      expect(mapping, `${consumer} ← ${topic}`).toBeDefined();
+      const p = mapping!.Properties!;
+      expect(p.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
+      expect(p.ProvisionedPollerConfig).toEqual({ MinimumPollers: 1, MaximumPollers: 2 });
+      expect(p.MaximumRetryAttempts).toBeGreaterThanOrEqual(0);
+      expect(p.MaximumRetryAttempts).toBeLessThan(10_001);
+      expect(p.MaximumRecordAgeInSeconds).toBeGreaterThanOrEqual(60);
+      expect(p.MaximumRecordAgeInSeconds).toBeLessThanOrEqual(604_800);
+      expect(p.BisectBatchOnFunctionError).toBe(true);
+      expect(p.DestinationConfig.OnFailure.Destination).toBeDefined();
+      expect(p.BatchSize).toBe(s.config.consumers.find((c) => c.name === consumer)!.batchSize);
+      expect(p.StartingPosition).toBe('TRIM_HORIZON');
+    }
+  });
+
+  it('sends exhausted records to an encrypted, private, TLS-only bucket that outlives the stack', () => {
+    const buckets = resourcesOf(s.stateless, 'AWS::S3::Bucket');
+    expect(Object.keys(buckets)).toHaveLength(1);
+    const [id, bucket] = Object.entries(buckets)[0]!;
+    expect(bucket.DeletionPolicy).toBe('Retain');
+    expect(bucket.Properties!.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm).toBe('AES256');
+    expect(bucket.Properties!.PublicAccessBlockConfiguration).toEqual({
+      BlockPublicAcls: true,
+      BlockPublicPolicy: true,
+      IgnorePublicAcls: true,
+      RestrictPublicBuckets: true,
+    });
+    for (const m of Object.values(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping'))) {
+      expect(m.Properties!.DestinationConfig.OnFailure.Destination).toEqual({ 'Fn::GetAtt': [id, 'Arn'] });
+    }
+  });
+
+  it('grants MSK IAM access on the cluster, the consumer topics and its groups only', () => {
+    const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
+    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const kafka = statements.filter((st) => [st.Action].flat().some((a) => a.startsWith('kafka-cluster:')));
+    const actions = new Set(kafka.flatMap((st) => [st.Action].flat()).filter((a) => a.startsWith('kafka-cluster:')));
+    expect([...actions].sort()).toEqual(
+      [
+        'kafka-cluster:AlterGroup',
+        'kafka-cluster:Connect',
+        'kafka-cluster:DescribeClusterDynamicConfiguration',
+        'kafka-cluster:DescribeGroup',
+        'kafka-cluster:DescribeTopic',
+        'kafka-cluster:ReadData',
+      ].sort(),
+    );
+    for (const st of kafka) {
+      const resource = JSON.stringify(st.Resource);
+      expect(resource).not.toContain('"*"');
+      const acts = [st.Action].flat();
+      if (acts.includes('kafka-cluster:ReadData')) expect(resource).toContain(':topic/');
+      if (acts.includes('kafka-cluster:AlterGroup')) expect(resource).toContain(':group/');
+    }
+  });
+});
+
+describe('schedules', () => {
+  it('runs each consumer worker and the reaper every minute, with retries and a dead-letter queue', () => {
+    const schedules = Object.values(resourcesOf(s.stateless, 'AWS::Scheduler::Schedule'));
+    const functions = resourcesOf(s.stateless, 'AWS::Lambda::Function');
+    const targetOf = (fnLogicalId: string) =>
+      schedules.find((sc) => JSON.stringify(sc.Properties!.Target.Arn) === JSON.stringify({ 'Fn::GetAtt': [fnLogicalId, 'Arn'] }));
+    const scheduled = Object.entries(functions).filter(([, f]) => /^Kafka inbox (worker|reaper)/.test(f.Properties!.Description));
+    expect(scheduled).toHaveLength(CONSUMERS.length + 1);
+    for (const [id, f] of scheduled) {
+      const schedule = targetOf(id);
+      expect(schedule, f.Properties!.Description).toBeDefined();
+      expect(schedule!.Properties!.ScheduleExpression).toBe('rate(1 minute)');
+      expect(schedule!.Properties!.Target.RetryPolicy.MaximumRetryAttempts).toBe(2);
+      expect(schedule!.Properties!.Target.DeadLetterConfig.Arn).toBeDefined();
+    }
+  });
+
+  it('gives each worker a timeout that ends well inside its lease', () => {
+    const workers = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
+      String(f.Properties!.Description).startsWith('Kafka inbox worker'),
+    );
+    expect(workers).toHaveLength(CONSUMERS.length);
+    for (const w of workers) {
+      const lease = Number(w.Properties!.Environment.Variables.LEASE_SECONDS);
+      const margin = Number(w.Properties!.Environment.Variables.WORKER_SAFETY_MARGIN_MS) / 1000;
+      expect(w.Properties!.Timeout + margin).toBeLessThan(lease);
+    }
+  });
+});
+
+describe('functions', () => {
+  it('are arm64 on Node.js 22 or newer, in the VPC, with the secret ARN and never a password', () => {
+    const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
+      String(f.Properties!.Description ?? '').startsWith('Kafka inbox'),
+    );
+    // ingest + worker per consumer, reaper, ops, migrations
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    for (const f of functions) {
+      const p = f.Properties!;
+      expect(p.Architectures).toEqual(['arm64']);
+      expect(Number(/^nodejs(\d+)\.x$/.exec(p.Runtime)![1])).toBeGreaterThanOrEqual(22);
+      expect(p.VpcConfig.SubnetIds.length).toBeGreaterThan(0);
+      expect(p.Environment.Variables.DB_SECRET_ARN).toBeDefined();
+      expect(p.Environment.Variables.POWERTOOLS_SERVICE_NAME).toBe(s.config.observability.serviceName);
+      expect(p.Environment.Variables.METRICS_NAMESPACE).toBe(s.config.observability.metricsNamespace);
+      expect(Object.keys(p.Environment.Variables).some((k) => /PASSWORD|DATABASE_URL/.test(k))).toBe(false);
+    }
+  });
+
+  it('apply the migrations through a trigger before any function that uses the inbox exists', () => {
+    const triggers = resourcesOf(s.stateless, 'Custom::Trigger');
+    expect(Object.keys(triggers)).toHaveLength(1);
+    const triggerId = Object.keys(triggers)[0]!;
+    const all = s.stateless.toJSON().Resources as Record<string, { Type: string; DependsOn?: string[] }>;
+    for (const type of ['AWS::Lambda::EventSourceMapping', 'AWS::Scheduler::Schedule']) {
+      for (const [id, r] of Object.entries(all).filter(([, r]) => r.Type === type)) {
+        expect(r.DependsOn ?? [], id).toContain(triggerId);
+      }
+    }
+  });
+});
+
+describe('database', () => {
+  it('is Aurora PostgreSQL 16/17 Serverless v2, encrypted, backed up, deletion-protected, under a pinned logical ID', () => {
+    s.stateful.hasResource('AWS::RDS::DBCluster', {
+      DeletionPolicy: 'Snapshot',
+      Properties: Match.objectLike({
+        Engine: 'aurora-postgresql',
+        EngineVersion: Match.stringLikeRegexp('^1[67]\\.'),
+        StorageEncrypted: true,
+        DeletionProtection: true,
+        BackupRetentionPeriod: Match.anyValue(),
+        ServerlessV2ScalingConfiguration: Match.anyValue(),
+      }),
+    });
+    expect(Object.keys(resourcesOf(s.stateful, 'AWS::RDS::DBCluster'))).toEqual([DATABASE_CLUSTER_LOGICAL_ID]);
+  });
+
+  it('uses a generated secret: no secret value or password in either template', () => {
+    s.stateful.resourceCountIs('AWS::SecretsManager::Secret', 1);
+    s.stateful.hasResourceProperties('AWS::SecretsManager::Secret', {
+      GenerateSecretString: Match.objectLike({ GenerateStringKey: 'password' }),
+    });
+    for (const template of [s.stateful, s.stateless]) {
+      const json = JSON.stringify(template.toJSON());
+      expect(json).not.toMatch(/"(Master)?UserPassword"\s*:\s*"[^{]/);
+      expect(json).not.toMatch(/"SecretString"\s*:/);
+      // A secret's JSON, or an environment variable, carrying a literal password.
+      expect(json).not.toMatch(/"password"\s*:\s*"/i);
+      expect(json).not.toMatch(/"[A-Z_]*PASSWORD[A-Z_]*"\s*:/);
+      expect(json).not.toMatch(/postgres(ql)?:\/\/[^"]*:[^"]*@/);
+    }
+    // The cluster takes its password from the secret by dynamic reference.
+    const cluster = resourcesOf(s.stateful, 'AWS::RDS::DBCluster')[DATABASE_CLUSTER_LOGICAL_ID]!;
+    expect(JSON.stringify(cluster.Properties!.MasterUserPassword)).toContain('resolve:secretsmanager');
+  });
+});
+
+/** Every metric name the dashboard charts and the alarms watch, in our namespace. */
+function ourMetricNames(t: Template, namespace: string): { dashboard: Set<string>; alarms: Set<string> } {
+  const dashboards = Object.values(resourcesOf(t, 'AWS::CloudWatch::Dashboard'));
+  // The body is a Fn::Join of JSON text and references: join the text, stub the references.
+  const body = dashboards
+    .map((d) => {
+      const b = d.Properties!.DashboardBody;
+      return typeof b === 'string' ? b : (b['Fn::Join'][1] as unknown[]).map((p) => (typeof p === 'string' ? p : 'REF')).join('');
+    })
+    .join('');
+  const dashboard = new Set([...body.matchAll(new RegExp(`\\["${namespace}","([A-Za-z0-9]+)"`, 'g'))].map((m) => m[1]!));
+  const alarms = new Set<string>();
+  for (const a of Object.values(resourcesOf(t, 'AWS::CloudWatch::Alarm'))) {
+    const p = a.Properties!;
+    if (p.Namespace === namespace) alarms.add(p.MetricName);
+    for (const q of p.Metrics ?? []) if (q.MetricStat?.Metric.Namespace === namespace) alarms.add(q.MetricStat.Metric.MetricName);
+  }
+  return { dashboard, alarms };
+}
+
+/** `MetricNames.<Key>` references in the functions' sources (metric-names.ts itself excluded). */
+function emittedMetricNames(): Set<string> {
+  const root = new URL('../../functions/', import.meta.url).pathname;
+  const files: string[] = [];
+  const walk = (dir: string) => {
+    for (const entry of readdirSync(dir)) {
+      const path = join(dir, entry);
+      if (statSync(path).isDirectory()) walk(path);
+      else if (path.endsWith('.ts') && !path.endsWith('metric-names.ts')) files.push(path);
+    }
+  };
+  walk(root);
+  const names = new Set<string>();
+  for (const file of files) {
+    for (const m of readFileSync(file, 'utf8').matchAll(/MetricNames\.([A-Za-z0-9]+)/g)) {
+      const name = (MetricNames as Record<string, string>)[m[1]!];
+      if (name !== undefined) names.add(name);
+    }
+  }
+  return names;
+}
+
+describe('observability', () => {
+  it('has one dashboard with ingest, processing, backlog, offset lag, Lambda and Aurora widgets', () => {
+    s.stateless.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    const { dashboard } = ourMetricNames(s.stateless, s.config.observability.metricsNamespace);
+    for (const name of ['RecordsReceived', 'RecordsPoisoned', 'EventsProcessed', 'ProcessingLatency', 'DueDepth', 'OldestDueAgeSeconds', 'QuarantineDepth']) {
+      expect(dashboard, name).toContain(name);
+    }
+    const body = JSON.stringify(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
+    for (const aws of ['OffsetLag', 'Errors', 'Throttles', 'Duration', 'ServerlessDatabaseCapacity', 'DatabaseConnections']) {
+      expect(body, aws).toContain(`\\"${aws}\\"`);
+    }
+  });
+
+  it('has every alarm for every consumer and function, each naming its runbook section and notifying the topic', () => {
+    const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
+    const functionCount = CONSUMERS.length * 2 + 2; // ingest + worker per consumer, reaper, ops
+    expect(alarms).toHaveLength(CONSUMERS.length * 5 + functionCount);
+    const runbook = readFileSync(new URL('../../docs/runbook.md', import.meta.url), 'utf8');
+    const bySection = new Map<string, number>();
+    for (const a of alarms) {
+      const section = Object.values(RUNBOOK).find((title) => a.Properties!.AlarmDescription.includes(`"Runbook: ${title}"`));
+      expect(section, a.Properties!.AlarmDescription).toBeDefined();
+      expect(runbook).toContain(`## Runbook: ${section}`);
+      bySection.set(section!, (bySection.get(section!) ?? 0) + 1);
+      expect(a.Properties!.AlarmActions).toHaveLength(1);
+    }
+    expect(bySection.get(RUNBOOK.quarantineDepth)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.poisonRecords)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.oldestDueAge)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
+  });
+
+  it('charts and alarms only on metrics that some function emits', () => {
+    const { dashboard, alarms } = ourMetricNames(s.stateless, s.config.observability.metricsNamespace);
+    const emitted = emittedMetricNames();
+    expect(dashboard.size).toBeGreaterThan(0);
+    expect([...dashboard].filter((n) => !emitted.has(n))).toEqual([]);
+    expect([...alarms].filter((n) => !emitted.has(n))).toEqual([]);
+  });
+});
+
+describe('security checks', () => {
+  it('cdk-nag AwsSolutions reports no unacknowledged error', () => {
+    const report = new AwsSolutionsChecks(s.app).validateScope(s.app);
+    const errors = report.violations
+      .filter((v) => v.severity === 'error')
+      .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
+    expect(errors).toEqual([]);
+  });
+
+  it('gives every acknowledged finding a written reason', () => {
+    const acknowledgements = s.app.node
+      .findAll()
+      .flatMap((c) => c.node.metadata.filter((m) => m.type === 'aws:cdk:acknowledged-rules'))
+      .flatMap((m) => Object.entries(m.data as Record<string, string>));
+    expect(acknowledgements.length).toBeGreaterThan(0);
+    for (const [id, reason] of acknowledgements) expect(String(reason).trim().length, id).toBeGreaterThan(20);
+  });
+});
+
+describe('bundles', () => {
+  it('bundles every function with the local esbuild, each under 1 MiB, and prints the sizes', () => {
+    const assets = readdirSync(outdir).filter((d) => d.startsWith('asset.') && statSync(join(outdir, d)).isDirectory());
+    const sizes: { fn: string; bytes: number }[] = [];
+    for (const [logicalId, f] of Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function'))) {
+      const key = JSON.stringify(f.Properties!.Code);
+      const asset = assets.find((a) => key.includes(a.slice('asset.'.length)));
+      if (asset === undefined || !String(f.Properties!.Description ?? '').startsWith('Kafka inbox')) continue;
+      const bundle = join(outdir, asset, 'index.mjs');
+      sizes.push({ fn: `${logicalId} (${f.Properties!.Description})`, bytes: statSync(bundle).size });
+    }
+    expect(sizes).toHaveLength(CONSUMERS.length * 2 + 3);
+    console.log(sizes.map(({ fn, bytes }) => `${(bytes / 1024).toFixed(1).padStart(8)} KiB  ${fn}`).join('\n'));
+    for (const { fn, bytes } of sizes) expect(bytes, fn).toBeLessThan(1024 * 1024);
+  });
+
+  it('copies the migrations into the migration function bundle', () => {
+    const migrate = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).find((f) =>
+      String(f.Properties!.Description).includes('apply pending database migrations'),
+    )!;
+    const key = JSON.stringify(migrate.Properties!.Code);
+    const asset = readdirSync(outdir).find((a) => a.startsWith('asset.') && key.includes(a.slice('asset.'.length)))!;
+    const bundled = readdirSync(join(outdir, asset, 'migrations')).sort();
+    const source = readdirSync(new URL('../../migrations/', import.meta.url)).filter((f) => f.endsWith('.sql')).sort();
+    expect(bundled).toEqual(source);
+  });
+});
