@@ -24,6 +24,7 @@ export interface PoisonSummaryRow {
 }
 
 export interface PoisonRow extends Omit<PoisonSummaryRow, 'raw_length'> {
+  record_key_encoding: 'utf8' | 'base64';
   raw_value: string | null;
   headers: unknown;
 }
@@ -73,7 +74,7 @@ export async function listPoison(q: Queryable, options: PoisonListOptions): Prom
 }
 
 function poisonColumns(q: Queryable) {
-  return q`poison_id, consumer_name, topic_name, partition_no, offset_no, record_key, raw_value,
+  return q`poison_id, consumer_name, topic_name, partition_no, offset_no, record_key, record_key_encoding, raw_value,
     raw_encoding, headers, error_code, error_message, record_timestamp, created_at,
     resolved_at, resolved_inbox_id, resolved_by`;
 }

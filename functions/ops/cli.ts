@@ -1,0 +1,188 @@
+/**
+ * The operator CLI: `npm run ops -- <command> [options]`, against DATABASE_URL (or the
+ * DB_SECRET_ARN configuration the functions use). Tables for people, `--json` for scripts.
+ * Exit codes: 0 done, 1 the command failed (nothing matched, not found, still invalid, an
+ * AWS or database error), 2 the command line was wrong (nothing was done).
+ */
+import { pathToFileURL } from 'node:url';
+import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { ConfigError, loadConfig, type Config } from '../lib/config';
+import { createSql } from '../lib/db';
+import { osUser } from './commands';
+import { OpsError, OpsErrorCodes } from './errors';
+import { formatResult, formatSkipped } from './format';
+import { runCommand } from './run';
+import { isCommandName, PAGE_DEFAULT, REPLAY_DEFAULT_LIMIT, type CommandName } from './schemas';
+
+export const USAGE = `usage: npm run ops -- <command> [options] [--json]
+
+  stats [--consumer C]
+      rows per consumer and status, due backlog and its oldest age, unresolved poison
+  quarantine [--consumer C]
+      QUARANTINED rows grouped by consumer, event type and error code
+  quarantine list [--consumer C] [--error-code E] [--event-type T] [--limit N] [--cursor X] [--include-payload]
+      QUARANTINED rows, newest first, ${PAGE_DEFAULT} a page (no payloads unless --include-payload)
+  replay (--id ID ... | --consumer C [--error-code E] [--event-type T] [--from ISO] [--to ISO])
+         [--limit N] (--dry-run | --reason TEXT [--actor NAME])
+      QUARANTINED → RETRY_PENDING due now, fresh attempt budget, at most --limit (${REPLAY_DEFAULT_LIMIT}) rows;
+      --from/--to bound quarantined_at; recorded in integration.consumer_replay_audit
+  poison list [--consumer C] [--include-resolved] [--limit N] [--cursor X]
+  poison show <poison-id>
+      one raw poison row, with its raw value
+  poison reingest <poison-id> [--dry-run] [--actor NAME]
+      re-parse with today's schemas; if valid, store it in the inbox and mark the poison row resolved
+  pause --consumer C [--reason TEXT]      disable the consumer's worker schedule
+  resume --consumer C [--reason TEXT]     enable it again
+  schedule-replay --at ISO (replay selection) --reason TEXT [--limit N] [--name NAME]
+      a one-time schedule that runs the replay at --at through the ops function, then deletes itself
+
+  --actor defaults to the OS user. --json prints the result (or the error) as JSON.`;
+
+/** Flags that take no value. */
+const BOOLEAN_FLAGS = new Set(['dryRun', 'includePayload', 'includeResolved', 'json', 'help']);
+/** Commands whose single positional argument is `id`. */
+const ID_POSITIONAL = new Set<CommandName>(['poison-show', 'poison-reingest']);
+
+export interface ParsedArgs {
+  command: string | undefined;
+  args: Record<string, unknown>;
+  json: boolean;
+  help: boolean;
+}
+
+const camel = (flag: string) => flag.replace(/-([a-z])/g, (_, c: string) => c.toUpperCase());
+
+function bad(message: string): OpsError {
+  return new OpsError(OpsErrorCodes.BAD_ARGUMENTS, message);
+}
+
+/** argv (after the script) → `{ command, args }`. `poison list` is `poison-list`; `--id a --id b` and `--ids a,b` are `ids`. */
+export function parseArgv(argv: readonly string[]): ParsedArgs {
+  const positionals: string[] = [];
+  const args: Record<string, unknown> = {};
+  const ids: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (token === '-h') {
+      args.help = true;
+      continue;
+    }
+    if (!token.startsWith('--')) {
+      positionals.push(token);
+      continue;
+    }
+    const eq = token.indexOf('=');
+    const key = camel(token.slice(2, eq === -1 ? undefined : eq));
+    let value: string | true;
+    if (eq !== -1) value = token.slice(eq + 1);
+    else if (BOOLEAN_FLAGS.has(key)) value = true;
+    else {
+      const next = argv[i + 1];
+      if (next === undefined || next.startsWith('--')) throw bad(`--${token.slice(2)} needs a value`);
+      value = next;
+      i++;
+    }
+    if (key === 'id' || key === 'ids') {
+      if (value === true) throw bad(`--${key} needs a value`);
+      ids.push(...value.split(',').map((v) => v.trim()).filter((v) => v !== ''));
+      continue;
+    }
+    if (key in args) throw bad(`--${token.slice(2).split('=')[0]} given twice`);
+    args[key] = value;
+  }
+  const { json, help, ...rest } = args;
+
+  let command = positionals.shift();
+  if (command === 'help') return { command: undefined, args: rest, json: json === true, help: true };
+  const joined = command !== undefined && positionals[0] !== undefined ? `${command}-${positionals[0]}` : undefined;
+  if (joined !== undefined && isCommandName(joined)) {
+    command = joined;
+    positionals.shift();
+  }
+  if (command !== undefined && isCommandName(command) && ID_POSITIONAL.has(command) && positionals.length === 1) {
+    rest.id = positionals.shift();
+  }
+  if (positionals.length > 0) throw bad(`unexpected argument(s): ${positionals.join(' ')}`);
+  if (ids.length > 0) {
+    if (command === 'replay' || command === 'schedule-replay') rest.ids = ids;
+    else if (ids.length === 1) rest.id = ids[0];
+    else throw bad('--id given more than once');
+  }
+  return { command, args: rest, json: json === true, help: help === true };
+}
+
+export interface CliIo {
+  stdout: (text: string) => void;
+  stderr: (text: string) => void;
+}
+
+/** Run the CLI; resolves to the process exit code. */
+export async function main(argv: readonly string[], io: CliIo, getConfig: () => Config = loadConfig): Promise<number> {
+  let parsed: ParsedArgs;
+  try {
+    parsed = parseArgv(argv);
+  } catch (error) {
+    io.stderr(`error: ${(error as Error).message}\n\n${USAGE}`);
+    return 2;
+  }
+  const { json } = parsed;
+  if (parsed.help || parsed.command === undefined) {
+    (parsed.help ? io.stdout : io.stderr)(USAGE);
+    return parsed.help ? 0 : 2;
+  }
+
+  const fail = (code: string, message: string, exit: number, details?: Record<string, unknown>): number => {
+    if (json) io.stdout(JSON.stringify({ ok: false, error: { code, message, ...(details ? { details } : {}) } }, null, 2));
+    io.stderr(`error [${code}]: ${message}`);
+    return exit;
+  };
+
+  let config: Config;
+  try {
+    config = getConfig();
+  } catch (error) {
+    if (error instanceof ConfigError) return fail('CONFIG', error.message, 2);
+    throw error;
+  }
+  const sql = await createSql(config.database);
+  // Built on first use: most commands never talk to AWS.
+  let client: SchedulerClient | undefined;
+  try {
+    const scheduler = {
+      send: ((command: never) => (client ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
+    };
+    const result = await runCommand(
+      { sql, scheduler, config },
+      { command: parsed.command, ...parsed.args },
+      { source: 'cli', defaultActor: osUser() },
+    );
+    io.stdout(json ? JSON.stringify({ ok: true, command: parsed.command, result }, null, 2) : formatResult(parsed.command as CommandName, result));
+    return 0;
+  } catch (error) {
+    if (error instanceof OpsError) {
+      const exit = fail(error.code, error.message, error.isUsageError ? 2 : 1, error.details);
+      if (!json && error.details?.skipped !== undefined) io.stderr(formatSkipped(error.details.skipped));
+      return exit;
+    }
+    const e = error as { name?: string; code?: string; message?: string };
+    return fail(e.code ?? e.name ?? 'ERROR', e.message ?? String(error), 1);
+  } finally {
+    client?.destroy();
+    await sql.end({ timeout: 5 });
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main(process.argv.slice(2), {
+    stdout: (t) => process.stdout.write(`${t}\n`),
+    stderr: (t) => process.stderr.write(`${t}\n`),
+  }).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (error: unknown) => {
+      process.stderr.write(`error: ${error instanceof Error ? error.message : String(error)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,24 @@
+/**
+ * The ops Lambda: `{ command, ...args }` → `{ ok: true, command, result }`, or
+ * `{ ok: false, error: { code, message } }` for anything the caller can correct (bad
+ * arguments, unknown consumer, nothing matched). Failures of the platform (database
+ * unreachable, AWS API errors) are thrown: they count as function errors, which the
+ * ops function's alarm watches, and a scheduled replay that failed shows there.
+ *
+ * Lambda cannot tell who invoked it, so commands that change state need `actor` in the
+ * event; the one-time schedules of schedule-replay carry the scheduling operator's name.
+ */
+import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { loadConfig } from '../lib/config';
+import { getSql } from '../lib/db';
+import { createObservability } from '../lib/observability';
+import { createOpsHandler } from './run';
+
+const config = loadConfig();
+const { logger } = createObservability(config, 'ops');
+const scheduler = new SchedulerClient({});
+
+export const handler = createOpsHandler(
+  async () => ({ sql: await getSql(config.database), scheduler, config }),
+  logger,
+);
