@@ -3,98 +3,110 @@
  * many it changed, so the caller loops until a short batch or its own deadline.
  *
  * The order of forgetting (docs/reaper.md):
- *   1. a finished row (PROCESSED, IGNORED) loses payload, headers and error detail after
- *      the payload retention, and is marked payload_purged_at;
- *   2. its dedupe key (consumer_name, event_id) stays until the dedupe window has passed,
- *      so a late redelivery still meets the unique key and is a duplicate; then the row
- *      is deleted;
- *   3. raw poison rows are deleted after their own window.
+ *   - a finished row (PROCESSED, IGNORED) loses payload, headers and error detail after
+ *     the payload retention, and is marked payload_purged_at;
+ *   - its dedupe key (consumer_name, event_id) stays until the dedupe window has passed,
+ *     so a late redelivery still meets the unique key and is a duplicate; then the row
+ *     is deleted;
+ *   - raw poison rows are deleted after their own window.
  * QUARANTINED, queued and in-flight rows are never touched here.
  *
- * All three find their rows through a partial index whose ranges hold only what is
- * still to do (consumer_inbox_finished_idx, consumer_raw_poison_created_idx), and take
- * row locks with SKIP LOCKED, so a run never waits on anyone and never rescans work an
- * earlier run finished.
+ * All of them find their rows through an index range that holds only what is still to
+ * do (consumer_inbox_finished_idx, consumer_raw_poison_created_idx) and lock them with
+ * SKIP LOCKED, so a run never waits on anyone and never rescans work an earlier run
+ * finished. The batch's keys are collected into an array first (`= any(array(…))`): the
+ * change is then a primary-key lookup per row whatever the planner estimates, never a
+ * hash join against the whole table. The outer condition repeats the state test, so a
+ * row changed between the statement's snapshot and its lock is left alone.
  */
 import type { Queryable } from '../lib/db';
 import type { RetentionPolicy } from '../consumers/types';
 
 /**
- * The payload retention actually applied: never beyond the dedupe window (a row is
- * deleted then anyway, and the delete step reads the purge time; see deleteFinished).
+ * The payload retention actually applied: never beyond the dedupe window (the row is
+ * deleted then anyway; deleteFinished relies on purge time <= end of the window).
  */
 export function effectivePayloadRetentionDays(policy: RetentionPolicy): number {
   return Math.min(policy.payloadRetentionDays, policy.dedupeWindowDays);
 }
 
-/** Step 1: drop the heavy columns of finished rows older than the payload retention. */
+/** Drop the heavy columns of finished rows older than the payload retention. */
 export async function purgePayloads(q: Queryable, consumerName: string, policy: RetentionPolicy, limit: number): Promise<number> {
   const result = await q`
-    with due as (
-      select inbox_id
-      from integration.consumer_inbox
-      where consumer_name = ${consumerName}
-        and status in ('PROCESSED', 'IGNORED')
-        and payload_purged_at is null
-        and processed_at < now() - make_interval(days => ${effectivePayloadRetentionDays(policy)})
-      order by processed_at
-      limit ${limit}
-      for update skip locked
-    )
-    update integration.consumer_inbox i
+    update integration.consumer_inbox
     set payload = '{}'::jsonb,
         headers = '{}'::jsonb,
         error_detail = null,
         payload_purged_at = now(),
         updated_at = now()
-    from due d
-    where i.inbox_id = d.inbox_id`;
+    where inbox_id = any(array(
+        select inbox_id
+        from integration.consumer_inbox
+        where consumer_name = ${consumerName}
+          and status in ('PROCESSED', 'IGNORED')
+          and payload_purged_at is null
+          and processed_at < now() - make_interval(days => ${effectivePayloadRetentionDays(policy)})
+        order by processed_at
+        limit ${limit}
+        for update skip locked))
+      and payload_purged_at is null`;
   return result.count;
 }
 
 /**
- * Step 2: delete finished rows whose dedupe window has passed.
- *
- * The condition on processed_at is the rule; the one on payload_purged_at is what makes
- * it cheap. A row is purged no earlier than payload retention after it finished, so
- * `payload_purged_at < now() - (window - retention)` selects a superset-in-waiting of
- * the rows past their window and is a range of the index's second column. Rows purged
- * late (the reaper was down) are deleted correspondingly late: later, never earlier.
+ * Delete finished rows whose dedupe window has passed (processed_at older than
+ * the window), in two index ranges so that neither walks over rows still to be kept:
+ *   - not yet purged: (payload_purged_at IS NULL, processed_at < window), normally empty,
+ *     but it is where rows land when the reaper was down for longer than the window;
+ *   - purged: payload_purged_at < now() - (window - payload retention). A row is purged
+ *     no earlier than payload retention after it finished, so this range holds every
+ *     purged row past its window and few others; processed_at is still checked, so a
+ *     change of policy can make a row be deleted later, never earlier.
+ * At most `limit` rows in all.
  */
 export async function deleteFinished(q: Queryable, consumerName: string, policy: RetentionPolicy, limit: number): Promise<number> {
+  const unpurged = await q`
+    delete from integration.consumer_inbox
+    where inbox_id = any(array(
+        select inbox_id
+        from integration.consumer_inbox
+        where consumer_name = ${consumerName}
+          and status in ('PROCESSED', 'IGNORED')
+          and payload_purged_at is null
+          and processed_at < now() - make_interval(days => ${policy.dedupeWindowDays})
+        order by processed_at
+        limit ${limit}
+        for update skip locked))
+      and status in ('PROCESSED', 'IGNORED')`;
+  if (unpurged.count >= limit) return unpurged.count;
   const keptAfterPurgeDays = policy.dedupeWindowDays - effectivePayloadRetentionDays(policy);
-  const result = await q`
-    with due as (
-      select inbox_id
-      from integration.consumer_inbox
-      where consumer_name = ${consumerName}
-        and status in ('PROCESSED', 'IGNORED')
-        and payload_purged_at < now() - make_interval(days => ${keptAfterPurgeDays})
-        and processed_at < now() - make_interval(days => ${policy.dedupeWindowDays})
-      order by payload_purged_at
-      limit ${limit}
-      for update skip locked
-    )
-    delete from integration.consumer_inbox i
-    using due d
-    where i.inbox_id = d.inbox_id`;
-  return result.count;
+  const purged = await q`
+    delete from integration.consumer_inbox
+    where inbox_id = any(array(
+        select inbox_id
+        from integration.consumer_inbox
+        where consumer_name = ${consumerName}
+          and status in ('PROCESSED', 'IGNORED')
+          and payload_purged_at < now() - make_interval(days => ${keptAfterPurgeDays})
+          and processed_at < now() - make_interval(days => ${policy.dedupeWindowDays})
+        order by payload_purged_at
+        limit ${limit - unpurged.count}
+        for update skip locked))
+      and status in ('PROCESSED', 'IGNORED')`;
+  return unpurged.count + purged.count;
 }
 
-/** Step 3: delete raw poison rows older than the poison retention. */
+/** Delete raw poison rows older than the poison retention. */
 export async function deletePoison(q: Queryable, consumerName: string, policy: RetentionPolicy, limit: number): Promise<number> {
   const result = await q`
-    with due as (
-      select poison_id
-      from integration.consumer_raw_poison
-      where consumer_name = ${consumerName}
-        and created_at < now() - make_interval(days => ${policy.poisonRetentionDays})
-      order by created_at
-      limit ${limit}
-      for update skip locked
-    )
-    delete from integration.consumer_raw_poison p
-    using due d
-    where p.poison_id = d.poison_id`;
+    delete from integration.consumer_raw_poison
+    where poison_id = any(array(
+        select poison_id
+        from integration.consumer_raw_poison
+        where consumer_name = ${consumerName}
+          and created_at < now() - make_interval(days => ${policy.poisonRetentionDays})
+        order by created_at
+        limit ${limit}
+        for update skip locked))`;
   return result.count;
 }

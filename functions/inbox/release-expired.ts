@@ -29,34 +29,34 @@ export async function releaseExpired(
   limit: number,
 ): Promise<ReleasedLease[]> {
   return q<ReleasedLease[]>`
-    with expired as (
-      select inbox_id, locked_by, lease_expires_at
-      from integration.consumer_inbox
-      where consumer_name = ${consumerName}
-        and status = 'PROCESSING'
-        and lease_expires_at < now()
-      order by lease_expires_at
-      limit ${limit}
-      for update skip locked
-    )
-    update integration.consumer_inbox i
-    set status = case when i.attempt_count >= ${maxAttempts} then 'QUARANTINED' else 'RETRY_PENDING' end,
-        next_attempt_at = case when i.attempt_count >= ${maxAttempts} then null else now() end,
-        quarantined_at = case when i.attempt_count >= ${maxAttempts} then now() else null end,
-        error_code = case when i.attempt_count >= ${maxAttempts}
+    update integration.consumer_inbox
+    set status = case when attempt_count >= ${maxAttempts} then 'QUARANTINED' else 'RETRY_PENDING' end,
+        next_attempt_at = case when attempt_count >= ${maxAttempts} then null else now() end,
+        quarantined_at = case when attempt_count >= ${maxAttempts} then now() else null end,
+        error_code = case when attempt_count >= ${maxAttempts}
                           then ${ErrorCodes.MAX_ATTEMPTS_EXCEEDED} else ${ErrorCodes.STALE_PROCESSING_LOCK} end,
-        error_message = case when i.attempt_count >= ${maxAttempts}
-                             then 'gave up after ' || i.attempt_count || ' attempts; the last one''s processing lease expired'
+        error_message = case when attempt_count >= ${maxAttempts}
+                             then 'gave up after ' || attempt_count || ' attempts; the last one''s processing lease expired'
                              else 'Processing lease expired' end,
+        -- SET reads the row as it was: the owner and expiry being cleared below.
         error_detail = jsonb_build_object(
-          'staleLockedBy', e.locked_by,
-          'leaseExpiredAt', e.lease_expires_at,
-          'attempt', i.attempt_count),
+          'staleLockedBy', locked_by,
+          'leaseExpiredAt', lease_expires_at,
+          'attempt', attempt_count),
         locked_by = null,
         locked_at = null,
         lease_expires_at = null,
         updated_at = now()
-    from expired e
-    where i.inbox_id = e.inbox_id
-    returning i.inbox_id, i.event_id, i.status, i.attempt_count, e.locked_by as stale_locked_by`;
+    where inbox_id = any(array(
+        select inbox_id
+        from integration.consumer_inbox
+        where consumer_name = ${consumerName}
+          and status = 'PROCESSING'
+          and lease_expires_at < now()
+        order by lease_expires_at
+        limit ${limit}
+        for update skip locked))
+      and status = 'PROCESSING'
+      and lease_expires_at < now()
+    returning inbox_id, event_id, status, attempt_count, error_detail ->> 'staleLockedBy' as stale_locked_by`;
 }

@@ -5,7 +5,8 @@
  * Order of work, most urgent first, so that a short invocation still does what matters:
  *   1. release expired leases (a crashed worker's rows come back without an operator);
  *   2. read the backlog gauges (one cheap statement; alarms depend on them every minute);
- *   3. retention: drop old payloads, delete rows past the dedupe window, delete old poison.
+ *   3. retention: delete rows past the dedupe window (first, so that no payload is dropped
+ *      from a row about to be deleted), drop old payloads, delete old poison.
  * Steps 1 and 3 run in bounded batches, one batch per consumer in turn, so one consumer's
  * huge backlog cannot starve another's, and no batch starts once the invocation is within
  * REAPER_SAFETY_MARGIN_MS of its deadline: what is left waits for the next minute's run.
@@ -13,7 +14,6 @@
  * instance carries one set of dimensions per flush).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ConfigError, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
@@ -24,7 +24,12 @@ import { deleteFinished, deletePoison, purgePayloads } from '../inbox/purge';
 import { releaseExpired } from '../inbox/release-expired';
 
 export type ReaperLogger = Pick<Logger, 'info' | 'warn'>;
-export type ReaperMetrics = Pick<Metrics, 'addDimension' | 'addMetric' | 'publishStoredMetrics'>;
+/** What the reaper needs of Powertools' Metrics (which satisfies it); tests pass a recorder. */
+export interface ReaperMetrics {
+  addDimension(name: string, value: string): unknown;
+  addMetric(name: string, unit: (typeof MetricUnit)[keyof typeof MetricUnit], value: number): unknown;
+  publishStoredMetrics(): unknown;
+}
 
 export interface ReaperDeps {
   sql: Queryable;
@@ -167,13 +172,13 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     const policy = policies[i]!;
     return [
       async () => {
-        const n = await purgePayloads(sql, consumer.name, policy, batchSize);
-        report.payloadsPurged += n;
+        const n = await deleteFinished(sql, consumer.name, policy, batchSize);
+        report.rowsDeleted += n;
         return n;
       },
       async () => {
-        const n = await deleteFinished(sql, consumer.name, policy, batchSize);
-        report.rowsDeleted += n;
+        const n = await purgePayloads(sql, consumer.name, policy, batchSize);
+        report.payloadsPurged += n;
         return n;
       },
       async () => {

@@ -4,12 +4,13 @@
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { Metrics } from '@aws-lambda-powertools/metrics';
 import { afterAll, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers/index';
 import { runWorker } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';
-import { quietLogger, reap, MetricsRecorder } from './support';
+import { quietLogger, reap } from './support';
 
 const db = await useTestDatabase();
 const fixture = fileURLToPath(new URL('./fixtures/crashing-worker.ts', import.meta.url));
@@ -113,7 +114,7 @@ describe('reaper: a crashed worker', () => {
       consumer: getConsumer('case-projection'),
       config: { worker: { batchSize: 100, safetyMarginMs: 0, leaseSeconds: 60 } },
       logger: quietLogger,
-      metrics: new MetricsRecorder() as never,
+      metrics: new Metrics({ namespace: 'reaper-test' }),
       owner: 'second-worker',
       remainingMs: () => 60_000,
     });

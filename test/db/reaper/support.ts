@@ -23,11 +23,10 @@ export class MetricsRecorder implements ReaperMetrics {
   addMetric(name: string, unit: string, value: number): void {
     this.#pending.push({ name, unit, value });
   }
-  publishStoredMetrics(): ReturnType<ReaperMetrics['publishStoredMetrics']> {
+  publishStoredMetrics(): void {
     for (const m of this.#pending) this.published.push({ dimensions: { ...this.#dimensions }, ...m });
     this.#pending = [];
     this.#dimensions = {};
-    return this as never;
   }
   /** The value of one metric published for one consumer. */
   value(consumerName: string, name: string): number | undefined {
