@@ -158,8 +158,8 @@ export async function replayQuarantined(sql: Sql, request: ReplayRequest): Promi
       insert into integration.consumer_replay_audit
         (actor, reason, source, consumer_names, selection, row_limit, replayed_count, inbox_ids, prior_error_codes)
       values (${request.actor}, ${request.reason}, ${request.source}, ${consumerNames}::text[],
-              ${JSON.stringify(request.selection)}::jsonb, ${request.limit}, ${replayed.length},
-              ${replayed.map((r) => r.inbox_id)}::uuid[], ${JSON.stringify(priorErrorCodes)}::jsonb)
+              ${JSON.stringify(request.selection)}::text::jsonb, ${request.limit}, ${replayed.length},
+              ${replayed.map((r) => r.inbox_id)}::uuid[], ${JSON.stringify(priorErrorCodes)}::text::jsonb)
       returning *`;
     return { replayed: [...replayed], audit: audit! };
   });

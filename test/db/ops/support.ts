@@ -1,0 +1,50 @@
+/** Shared arrangement for the ops commands' database tests. */
+import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import type { Invocation, OpsDeps } from '../../../functions/ops/commands';
+import { OpsError, type OpsErrorCode } from '../../../functions/ops/errors';
+import { runCommand } from '../../../functions/ops/run';
+import type { Config } from '../../../functions/lib/config';
+import type { Sql } from '../../../functions/lib/db';
+import { expect } from 'vitest';
+
+export const cli: Invocation = { source: 'cli', defaultActor: 'alice' };
+
+export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): Pick<Config, 'scheduler' | 'maxPayloadBytes'> => ({
+  scheduler: {
+    groupName: 'inbox-schedules',
+    workerSchedules: { 'case-projection': 'inbox-worker-case-projection', 'case-sla': 'inbox-worker-case-sla' },
+    opsFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops',
+    schedulerRoleArn: 'arn:aws:iam::123456789012:role/inbox-scheduler',
+    ...overrides,
+  },
+  maxPayloadBytes: 256 * 1024,
+});
+
+/** A scheduler that must not be called: database commands never talk to AWS. */
+const noScheduler: Pick<SchedulerClient, 'send'> = {
+  send: (() => Promise.reject(new Error('scheduler must not be called'))) as SchedulerClient['send'],
+};
+
+export function opsDeps(sql: Sql, overrides: Partial<OpsDeps> = {}): OpsDeps {
+  return { sql, scheduler: noScheduler, config: schedulerConfig(), ...overrides };
+}
+
+export function run<T = any>(deps: OpsDeps, input: Record<string, unknown>, inv: Invocation = cli): Promise<T> {
+  return runCommand(deps, input, inv) as Promise<T>;
+}
+
+/** The OpsError a command fails with; fails the test when it succeeds or throws something else. */
+export async function opsError(promise: Promise<unknown>, code: OpsErrorCode): Promise<OpsError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(OpsError);
+  expect((error as OpsError).code).toBe(code);
+  return error as OpsError;
+}
+
+/** Every column of every inbox row, for before/after comparisons. */
+export function allInboxRows(sql: Sql) {
+  return sql`select * from integration.consumer_inbox order by inbox_id`;
+}
