@@ -60,7 +60,7 @@ export async function listPoison(q: Queryable, options: PoisonListOptions): Prom
       ${options.includeResolved === true ? q`` : q`and resolved_at is null`}
       ${
         options.after !== undefined
-          ? q`and (created_at, poison_id) < (${options.after.at}::timestamptz, ${options.after.id}::uuid)`
+          ? q`and (created_at, poison_id) < (${options.after.at}::text::timestamptz, ${options.after.id}::uuid)`
           : q``
       }
     order by created_at desc, poison_id desc

@@ -54,7 +54,11 @@ export interface QuarantinedRow {
   payload?: unknown;
 }
 
-/** A position in the list: the last row's quarantined_at (full microsecond precision, UTC text) and id. */
+/**
+ * A position in the list: the last row's quarantined_at as UTC text with microseconds, and
+ * its id. Text on purpose: a JavaScript Date (and postgres.js's timestamptz parameter
+ * serializer) keeps milliseconds only, and a truncated cursor skips rows.
+ */
 export interface QuarantineCursor {
   at: string;
   id: string;
@@ -94,7 +98,7 @@ export async function listQuarantined(q: Queryable, options: QuarantineListOptio
       ${options.eventType !== undefined ? q`and event_type = ${options.eventType}` : q``}
       ${
         options.after !== undefined
-          ? q`and (quarantined_at, inbox_id) < (${options.after.at}::timestamptz, ${options.after.id}::uuid)`
+          ? q`and (quarantined_at, inbox_id) < (${options.after.at}::text::timestamptz, ${options.after.id}::uuid)`
           : q``
       }
     order by quarantined_at desc, inbox_id desc

@@ -63,8 +63,8 @@ function selectionFilter(q: Queryable, s: ReplaySelection) {
   return q`i.consumer_name = ${s.consumerName}
     ${s.errorCode !== undefined ? q`and i.error_code = ${s.errorCode}` : q``}
     ${s.eventType !== undefined ? q`and i.event_type = ${s.eventType}` : q``}
-    ${s.quarantinedFrom !== undefined ? q`and i.quarantined_at >= ${s.quarantinedFrom}::timestamptz` : q``}
-    ${s.quarantinedTo !== undefined ? q`and i.quarantined_at < ${s.quarantinedTo}::timestamptz` : q``}`;
+    ${s.quarantinedFrom !== undefined ? q`and i.quarantined_at >= ${s.quarantinedFrom}::text::timestamptz` : q``}
+    ${s.quarantinedTo !== undefined ? q`and i.quarantined_at < ${s.quarantinedTo}::text::timestamptz` : q``}`;
 }
 
 /** How many QUARANTINED rows the selection matches (no limit). */
