@@ -530,7 +530,8 @@ export async function scheduleReplay(deps: OpsDeps, args: CommandArgs<'schedule-
         }),
   };
   // The schedule fires once, unattended: make sure now that the replay will accept its input.
-  schemas.replay.parse(input);
+  const { command: _replay, ...replayArgs } = input;
+  schemas.replay.parse(replayArgs);
   const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
   const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
   const name = args.name ?? `ops-replay-${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
