@@ -74,7 +74,8 @@ const stageSchema = z
       })
       .refine((m) => (m.clusterArn !== undefined) !== m.createDevCluster, {
         message: 'set exactly one of msk.clusterArn and msk.createDevCluster=true',
-      }),
+      })
+      .prefault({}),
     network: z
       .object({
         maxAzs: int(2, 3).default(2),

@@ -150,18 +150,9 @@ export class StatefulStack extends Stack {
           id: 'AwsSolutions-RDS6',
           reason: 'The functions authenticate with the Secrets Manager credentials (also what RDS Proxy requires); IAM database auth adds a token call per connection for no gain here.',
         },
-        {
-          id: 'AwsSolutions-RDS11',
-          reason: 'The default port is not a security control: only the functions security group is admitted, in isolated subnets.',
-        },
         ...(config.database.deletionProtection
           ? []
           : [{ id: 'AwsSolutions-RDS10', reason: 'Deletion protection is switched off explicitly in this stage context (throwaway stage).' }]),
       ]);
-    if (this.proxy) {
-      acknowledge(
-        this.proxy,
-        [{ id: 'AwsSolutions-IAM5', reason: 'CDK grants the proxy role secretsmanager access to the one database secret; the wildcard is the secret ARN suffix.' }]);
-    }
   }
 }

@@ -1,0 +1,139 @@
+/**
+ * The stage configuration's validation, and a production-shaped stage (imported MSK cluster,
+ * RDS Proxy, existing alarm topic, explicit environment) synthesized without bundling.
+ */
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { parseStageConfig, StageConfigError } from '../../cdk/config';
+import { CONSUMERS } from '../../functions/consumers/index';
+import { synthesize, type Synthesized } from './synth';
+
+const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
+const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
+
+function configError(raw: unknown): StageConfigError {
+  try {
+    parseStageConfig('test', raw, CONSUMERS);
+  } catch (error) {
+    if (error instanceof StageConfigError) return error;
+    throw error;
+  }
+  throw new Error('expected a StageConfigError');
+}
+
+describe('stage configuration', () => {
+  it('fills every default from a minimal stage', () => {
+    const config = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, CONSUMERS);
+    expect(config.consumers.map((c) => c.name)).toEqual(CONSUMERS.map((c) => c.name));
+    expect(config.database.deletionProtection).toBe(true);
+    expect(config.consumers[0]!.consumerGroupIds).toEqual({ [CONSUMERS[0]!.topics[0]!]: CONSUMERS[0]!.name });
+  });
+
+  it('requires exactly one of an imported cluster ARN and a dev cluster', () => {
+    expect(configError({}).message).toContain('stages.test.msk: set exactly one of msk.clusterArn and msk.createDevCluster=true');
+    expect(configError({ msk: { clusterArn: CLUSTER_ARN, createDevCluster: true } }).message).toContain('stages.test.msk:');
+    expect(configError({ msk: { clusterArn: 'arn:aws:kafka:eu-west-1:1:cluster/x' } }).message).toContain('stages.test.msk.clusterArn: must be an MSK cluster ARN');
+  });
+
+  it('names every bad per-consumer setting with its path', () => {
+    const message = configError({
+      msk: { createDevCluster: true },
+      consumers: {
+        'case-sla': { minPollers: 5, maxPollers: 2 },
+        'case-projection': { workerTimeoutSeconds: 295 },
+        'no-such-consumer': { batchSize: 10 },
+      },
+    }).message;
+    expect(message).toContain('stages.test.consumers.case-sla: minPollers must not exceed maxPollers');
+    expect(message).toContain('stages.test.consumers.case-projection: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (300)');
+    expect(message).toContain('stages.test.consumers.no-such-consumer: no consumer declaration has this name');
+  });
+
+  it('refuses two mappings sharing a consumer group', () => {
+    const message = configError({
+      msk: { createDevCluster: true },
+      consumers: { 'case-sla': { consumerGroupId: 'case-projection' } },
+    }).message;
+    expect(message).toContain('consumer group "case-projection" is also used by case-projection/');
+  });
+
+  it('refuses an out-of-range ESM setting', () => {
+    expect(configError({ msk: { createDevCluster: true }, consumerDefaults: { maxRecordAgeSeconds: 30 } }).message).toContain(
+      'stages.test.consumerDefaults.maxRecordAgeSeconds',
+    );
+  });
+});
+
+describe('a production-shaped stage', () => {
+  let s: Synthesized;
+
+  beforeAll(() => {
+    s = synthesize({
+      bundle: false,
+      overrides: {
+        account: '123456789012',
+        region: 'eu-west-1',
+        msk: { clusterArn: CLUSTER_ARN },
+        database: { rdsProxy: true, deletionProtection: false },
+        alarms: { snsTopicArn: TOPIC_ARN },
+        consumers: { 'case-sla': { topics: ['regulatory.case.events.v1', 'regulatory.case.replays.v1'], minPollers: 2, maxPollers: 4 } },
+      },
+    });
+  });
+
+  it('maps the imported cluster by ARN, one consumer group per topic of a multi-topic consumer', () => {
+    const mappings = Object.values(s.stateless.findResources('AWS::Lambda::EventSourceMapping')).map((m) => m.Properties);
+    expect(mappings.every((m) => m.EventSourceArn === CLUSTER_ARN)).toBe(true);
+    const sla = mappings.filter((m) => String(m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId).startsWith('case-sla'));
+    expect(sla.map((m) => [m.Topics[0], m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId, m.ProvisionedPollerConfig])).toEqual([
+      ['regulatory.case.events.v1', 'case-sla.regulatory.case.events.v1', { MinimumPollers: 2, MaximumPollers: 4 }],
+      ['regulatory.case.replays.v1', 'case-sla.regulatory.case.replays.v1', { MinimumPollers: 2, MaximumPollers: 4 }],
+    ]);
+  });
+
+  it('scopes MSK IAM to the literal topic and group ARNs of the imported cluster', () => {
+    const json = JSON.stringify(s.stateless.findResources('AWS::IAM::Policy'));
+    expect(json).toContain('"arn:aws:kafka:eu-west-1:123456789012:topic/prod-cluster/11111111-2222-3333-4444-555555555555-3/regulatory.case.replays.v1"');
+    expect(json).toContain('"arn:aws:kafka:eu-west-1:123456789012:group/prod-cluster/11111111-2222-3333-4444-555555555555-3/case-sla.regulatory.case.replays.v1"');
+    s.stateful.resourceCountIs('AWS::MSK::ServerlessCluster', 0);
+  });
+
+  it('routes the functions through RDS Proxy without prepared statements, and migrations straight to the cluster', () => {
+    s.stateful.resourceCountIs('AWS::RDS::DBProxy', 1);
+    s.stateful.hasResourceProperties('AWS::RDS::DBProxy', { RequireTLS: true });
+    const functions = Object.values(s.stateless.findResources('AWS::Lambda::Function'))
+      .map((f) => f.Properties)
+      .filter((p) => String(p.Description ?? '').startsWith('Kafka inbox'));
+    for (const p of functions) {
+      const env = p.Environment.Variables;
+      if (String(p.Description).includes('migrations')) {
+        expect(env.DB_HOST).toBeUndefined();
+        expect(env.DB_PREPARE).toBe('true');
+      } else {
+        expect(env.DB_HOST).toBeDefined();
+        expect(env.DB_PREPARE).toBe('false');
+      }
+    }
+  });
+
+  it('sends alarms to the existing topic instead of creating one', () => {
+    s.stateless.resourceCountIs('AWS::SNS::Topic', 0);
+    const alarms = Object.values(s.stateless.findResources('AWS::CloudWatch::Alarm'));
+    expect(alarms.length).toBeGreaterThan(0);
+    for (const a of alarms) expect(a.Properties.AlarmActions).toEqual([TOPIC_ARN]);
+  });
+
+  it('deploys to the configured environment', () => {
+    expect(s.stacks.stateful.account).toBe('123456789012');
+    expect(s.stacks.stateless.region).toBe('eu-west-1');
+    s.stateful.hasResourceProperties('AWS::RDS::DBCluster', { DeletionProtection: false });
+  });
+
+  it('passes cdk-nag AwsSolutions too', () => {
+    const report = new AwsSolutionsChecks(s.app).validateScope(s.app);
+    const errors = report.violations
+      .filter((v) => v.severity === 'error')
+      .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
+    expect(errors).toEqual([]);
+  });
+});
