@@ -13,7 +13,7 @@ import { processBatch } from '../../../functions/worker/process-batch';
 import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
-import { inboxRow, variant, work, workerConfig } from './support';
+import { inboxRow, one, variant, work, workerConfig } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
@@ -68,9 +68,9 @@ async function race(consumer: Parameters<typeof work>[1], workers: number, batch
   // Repeat until drained: a worker stops when everything due belongs to aggregates in flight.
   for (let round = 0; round < 50; round++) {
     await Promise.all(clients.map((c) => work(c, consumer, { config: workerConfig({ batchSize }) })));
-    const [{ open }] = await sql<{ open: number }[]>`
+    const { open } = await one(sql<{ open: number }[]>`
       select count(*)::int as open from integration.consumer_inbox
-      where consumer_name = ${consumer.name} and status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')`;
+      where consumer_name = ${consumer.name} and status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')`);
     if (open === 0) return;
   }
   throw new Error('workers did not drain the inbox');
@@ -131,7 +131,7 @@ describe('workers racing', () => {
     const finals = await sql<{ case_status: string; last_aggregate_version: number }[]>`
       select distinct case_status, last_aggregate_version from read_model.case_summary`;
     expect(finals).toEqual([{ case_status: 'STATUS_6', last_aggregate_version: 6 }]);
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_inbox where status <> 'PROCESSED'`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_inbox where status <> 'PROCESSED'`);
     expect(n).toBe(0);
   });
 
@@ -238,7 +238,7 @@ describe('fencing on the lease owner', () => {
     expect(report.completed).toEqual([]);
     expect(late).toEqual([]);
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSING', locked_by: second, attempt_count: 2 });
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
     expect(n).toBe(0);
 
     const secondReport = await processBatch(ctx(second), claimedBySecond);
@@ -256,7 +256,7 @@ describe('fencing on the lease owner', () => {
 
     expect(report.lost).toHaveLength(1);
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSING', locked_by: owner });
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
     expect(n).toBe(0);
   });
 
@@ -292,7 +292,7 @@ describe('fencing on the lease owner', () => {
     expect(released).toEqual([]);
     expect(report.completed.map((r) => r.outcome.status)).toEqual(['PROCESSED']);
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSED', attempt_count: 1 });
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from public.apply_audit`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from public.apply_audit`);
     expect(n).toBe(1);
   });
 });

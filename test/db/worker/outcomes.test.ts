@@ -8,7 +8,7 @@ import { ErrorCodes, NonRetryableError, RetryableError } from '../../../function
 import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
-import { inboxRow, variant, work } from './support';
+import { inboxRow, one, variant, work } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
@@ -70,7 +70,7 @@ describe('worker outcomes', () => {
 
     expect(result).toMatchObject({ claimed: 1, ignored: 1 });
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'IGNORED', attempt_count: 1, error_code: null });
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from case_core.sla_obligation`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from case_core.sla_obligation`);
     expect(n).toBe(0);
   });
 
@@ -103,7 +103,7 @@ describe('worker outcomes', () => {
     const state = await inboxRow(sql, row.inbox_id);
     expect(state).toMatchObject({ status: 'QUARANTINED', error_code: code, attempt_count: 1, next_attempt_at: null, locked_by: null });
     expect(state.quarantined_at).toBeInstanceOf(Date);
-    const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`;
+    const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
     expect(n).toBe(0);
   });
 
@@ -224,7 +224,7 @@ describe('worker outcomes', () => {
         expect(state).toMatchObject({ status: 'RETRY_PENDING', error_code: ErrorCodes.DB_TRANSIENT, attempt_count: 1, locked_by: null, delay_seconds: 5 });
         expect(state.error_detail).toMatchObject({ sqlState: '40001' });
       }
-      const [{ n }] = await sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`;
+      const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
       expect(n).toBe(0);
     } finally {
       await sql.unsafe(`drop trigger refuse_commit on read_model.case_summary; drop function pg_temp_refuse_commit()`);

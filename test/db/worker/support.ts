@@ -74,3 +74,10 @@ export async function inboxRow(sql: Sql, inboxId: string): Promise<InboxState> {
   if (row === undefined) throw new Error(`no inbox row ${inboxId}`);
   return row;
 }
+
+/** The single row a query returns. */
+export async function one<T>(query: PromiseLike<readonly T[]>): Promise<T> {
+  const [row] = await query;
+  if (row === undefined) throw new Error('query returned no row');
+  return row;
+}

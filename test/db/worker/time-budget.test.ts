@@ -1,0 +1,105 @@
+/** The worker within its invocation's time budget: it stops claiming in time and leaves nothing PROCESSING. */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { caseProjection } from '../../../functions/consumers/case-projection';
+import { defineHandler } from '../../../functions/consumers/types';
+import { z } from 'zod';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows } from '../../helpers/factories';
+import { variant, work, workerConfig } from './support';
+
+const db = await useTestDatabase();
+const sql = db.sql;
+
+beforeEach(async () => {
+  await sql`truncate integration.consumer_inbox, read_model.case_summary`;
+});
+
+const accepted = (n: number, from = 0) =>
+  Array.from({ length: n }, (_, i) => ({ payload: { caseId: `case_${from + i}`, acceptedAt: '2026-07-03T09:15:30Z' } }));
+
+async function statusCounts() {
+  return sql<{ status: string; attempts: number; n: number }[]>`
+    select status, max(attempt_count)::int as attempts, count(*)::int as n
+    from integration.consumer_inbox group by status order by status`;
+}
+
+/** Remaining time that drops below the margin after `calls` readings. */
+function countdown(calls: number): () => number {
+  let left = calls;
+  return () => (left-- > 0 ? 60_000 : 10);
+}
+
+describe('worker time budget', () => {
+  it('with less time left than the safety margin it claims nothing', async () => {
+    await insertInboxRows(sql, accepted(5));
+
+    const result = await work(sql, caseProjection, { remainingMs: () => 500 });
+
+    expect(result).toMatchObject({ claimed: 0, processed: 0 });
+    expect(await statusCounts()).toEqual([{ status: 'RECEIVED', attempts: 0, n: 5 }]);
+  });
+
+  it('stops claiming when the budget runs out between batches; nothing it claimed stays PROCESSING', async () => {
+    await insertInboxRows(sql, accepted(30));
+
+    const result = await work(sql, caseProjection, { remainingMs: countdown(4), config: workerConfig({ batchSize: 10 }) });
+
+    expect(result.claimed).toBeGreaterThan(0);
+    expect(result.claimed).toBeLessThan(30);
+    expect(await statusCounts()).toEqual([
+      { status: 'PROCESSED', attempts: 1, n: result.processed },
+      { status: 'RECEIVED', attempts: 0, n: 30 - result.processed },
+    ]);
+  });
+
+  it('releases rows claimed but not started when time runs out inside a batch', async () => {
+    await insertInboxRows(sql, accepted(9));
+    // case_0 fails with a database error, so the batch's fast path fails and the per-row
+    // path runs; it reads the remaining time before each row.
+    await sql.unsafe(`
+      create or replace function pg_temp_fail_case_0() returns trigger language plpgsql as $$
+      begin
+        if new.case_id = 'case_0' then raise exception 'no' using errcode = '22023'; end if;
+        return new;
+      end $$;
+      create trigger fail_case_0 after insert on read_model.case_summary
+        for each row execute function pg_temp_fail_case_0();`);
+    try {
+      // Readings: loop check, lease, fast-path check, then one per row in the per-row path.
+      const result = await work(sql, caseProjection, { remainingMs: countdown(6), config: workerConfig({ batchSize: 10 }) });
+
+      expect(result).toMatchObject({ claimed: 9, quarantined: 1, processed: 2, released: 6 });
+      expect(await statusCounts()).toEqual([
+        { status: 'PROCESSED', attempts: 1, n: 2 },
+        { status: 'QUARANTINED', attempts: 1, n: 1 },
+        { status: 'RECEIVED', attempts: 0, n: 6 },
+      ]);
+    } finally {
+      await sql.unsafe(`drop trigger fail_case_0 on read_model.case_summary; drop function pg_temp_fail_case_0()`);
+    }
+  });
+
+  it('caps the lease at the time the invocation has left', async () => {
+    await insertInboxRows(sql, accepted(1));
+    const recorder = variant(caseProjection, {
+      handlers: {
+        'regulatory.case.accepted.v1': {
+          1: defineHandler({
+            payload: z.object({ caseId: z.string() }).passthrough(),
+            async handle(tx, event) {
+              await tx`
+                insert into read_model.case_summary (case_id, case_status, last_event_id)
+                select ${event.payload.caseId}, 'LEASE ' || extract(epoch from lease_expires_at - locked_at)::int, ${event.eventId}
+                from integration.consumer_inbox where inbox_id = ${event.inboxId}`;
+            },
+          }),
+        },
+      },
+    });
+
+    await work(sql, recorder, { remainingMs: () => 20_000, config: workerConfig({ leaseSeconds: 300 }) });
+
+    const [row] = await sql<{ case_status: string }[]>`select case_status from read_model.case_summary`;
+    expect(row!.case_status).toBe('LEASE 20');
+  });
+});
