@@ -1,0 +1,260 @@
+/**
+ * The invariant checks at the end of a local run: the database against the generator's
+ * ledger. Each check names what it proves (DESIGN.md §6) and, when it fails, a few of the
+ * offending rows by their identifiers.
+ *
+ * These are read-only queries of a test tool, not inbox operations, so they live here
+ * rather than in functions/inbox/.
+ */
+import type { Sql } from '../../functions/lib/db';
+import type { GeneratedStream } from './generator';
+import { CASE_PROJECTION, CASE_SLA, NOTIFICATION_SERVICE } from './generator';
+
+export interface CheckResult {
+  name: string;
+  ok: boolean;
+  /** One line: what was found (counts), or what is wrong (with examples). */
+  detail: string;
+}
+
+export interface RunFacts {
+  /** Consumers and their mapping's remaining lag (0 when every offset is committed). */
+  lag: Map<string, number>;
+  /** Rows a crashed worker claimed and abandoned: inbox ids per consumer. */
+  crashed: Map<string, string[]>;
+  /** Expired leases the reaper released or quarantined, per consumer. */
+  reaped: Map<string, number>;
+  /** What the ingest functions reported (RecordsInserted, RecordsPoisoned), per consumer. */
+  ingestInserted: Map<string, number>;
+  ingestPoisoned: Map<string, number>;
+  timedOut: boolean;
+  consumers: readonly string[];
+}
+
+const EXAMPLES = 3;
+
+function examples(items: readonly string[]): string {
+  const shown = items.slice(0, EXAMPLES).join(', ');
+  return items.length > EXAMPLES ? `${shown}, … (${items.length} in all)` : shown;
+}
+
+function check(name: string, problems: readonly string[], okDetail: string): CheckResult {
+  return problems.length === 0 ? { name, ok: true, detail: okDetail } : { name, ok: false, detail: examples(problems) };
+}
+
+interface InboxFact {
+  consumer_name: string;
+  event_id: string;
+  inbox_id: string;
+  status: string;
+  error_code: string | null;
+  attempt_count: number;
+}
+
+export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFacts): Promise<CheckResult[]> {
+  const results: CheckResult[] = [];
+  const consumers = facts.consumers;
+
+  results.push(
+    check(
+      'settled before the timeout',
+      facts.timedOut ? ['the run did not settle in time; the checks below show what was left'] : [],
+      'every mapping drained and every row final',
+    ),
+  );
+
+  const lagging = consumers.filter((c) => (facts.lag.get(c) ?? 0) > 0).map((c) => `${c}: ${facts.lag.get(c)} records uncommitted`);
+  results.push(check('each mapping committed every offset', lagging, 'no partition held back'));
+
+  const inbox = await sql<InboxFact[]>`
+    select consumer_name, event_id, inbox_id::text, status, error_code, attempt_count
+    from integration.consumer_inbox
+    where consumer_name in ${sql(consumers as string[])}`;
+  const byConsumer = new Map<string, Map<string, InboxFact>>(consumers.map((c) => [c, new Map()]));
+  for (const row of inbox) byConsumer.get(row.consumer_name)!.set(row.event_id, row);
+
+  // 1. Every generated event ends exactly as the ledger says; nothing else is in the inbox.
+  const wrong: string[] = [];
+  let expectedRows = 0;
+  for (const consumer of consumers) {
+    const rows = byConsumer.get(consumer)!;
+    const expected = stream.expected.get(consumer) ?? new Map();
+    expectedRows += expected.size;
+    for (const [eventId, e] of expected) {
+      const row = rows.get(eventId);
+      if (row === undefined) wrong.push(`${consumer}/${eventId}: no inbox row (expected ${e.status})`);
+      else if (row.status !== e.status || (e.errorCode !== undefined && row.error_code !== e.errorCode)) {
+        wrong.push(`${consumer}/${eventId}: ${row.status}${row.error_code ? ` ${row.error_code}` : ''}, expected ${e.status}${e.errorCode ? ` ${e.errorCode}` : ''}`);
+      }
+    }
+    for (const eventId of rows.keys()) if (!expected.has(eventId)) wrong.push(`${consumer}/${eventId}: an inbox row nobody produced`);
+  }
+  results.push(
+    check('every event processed once or quarantined for its injected reason', wrong, `${expectedRows} rows, each in its expected final state`),
+  );
+
+  const unfinished = inbox.filter((r) => r.status === 'PROCESSING' || r.status === 'RECEIVED' || r.status === 'RETRY_PENDING');
+  results.push(
+    check(
+      'nothing left PROCESSING, RECEIVED or RETRY_PENDING',
+      unfinished.map((r) => `${r.consumer_name}/${r.event_id}: ${r.status}`),
+      'all rows final',
+    ),
+  );
+
+  // 2. Every poison record captured once per consumer, at its coordinates.
+  const poisonRows = await sql<{ consumer_name: string; topic_name: string; partition_no: number; offset_no: number; n: number }[]>`
+    select consumer_name, topic_name, partition_no, offset_no, count(*)::int as n
+    from integration.consumer_raw_poison
+    where consumer_name in ${sql(consumers as string[])}
+    group by consumer_name, topic_name, partition_no, offset_no`;
+  const poisonProblems: string[] = [];
+  let poisonExpected = 0;
+  for (const consumer of consumers) {
+    const expected = stream.poison.get(consumer) ?? [];
+    poisonExpected += expected.length;
+    const got = new Map(
+      poisonRows.filter((r) => r.consumer_name === consumer).map((r) => [`${r.topic_name}-${r.partition_no}@${r.offset_no}`, r.n]),
+    );
+    for (const p of expected) {
+      const key = `${p.topic}-${p.partition}@${p.offset}`;
+      const n = got.get(key);
+      if (n !== 1) poisonProblems.push(`${consumer} ${key} (${p.kind}): ${n ?? 0} poison rows`);
+      got.delete(key);
+    }
+    for (const key of got.keys()) poisonProblems.push(`${consumer} ${key}: a poison row for a readable record`);
+  }
+  results.push(check('every poison record captured once', poisonProblems, `${poisonExpected} poison rows, one per consumer and record`));
+
+  // 3. Side effects exactly once: the wrapped handlers' ledger commits with the effects.
+  const effects = await sql<{ consumer_name: string; event_id: string; n: number }[]>`
+    select consumer_name, event_id, count(*)::int as n
+    from local_run.applied_effect
+    group by consumer_name, event_id`;
+  const effectCount = new Map(effects.map((e) => [`${e.consumer_name}/${e.event_id}`, e.n]));
+  const effectProblems: string[] = [];
+  let applied = 0;
+  for (const consumer of consumers) {
+    for (const [eventId, e] of stream.expected.get(consumer) ?? new Map()) {
+      const want = e.status === 'PROCESSED' ? 1 : 0;
+      const n = effectCount.get(`${consumer}/${eventId}`) ?? 0;
+      applied += n;
+      if (n !== want) effectProblems.push(`${consumer}/${eventId}: effects applied ${n}×, expected ${want}×`);
+    }
+  }
+  results.push(check('side effects committed exactly once per processed event', effectProblems, `${applied} applications, none repeated, none from a failed attempt`));
+
+  // 4. Versioned events applied in aggregate-version order, per case.
+  const disorder = await sql<{ aggregate_id: string; versions: number[] }[]>`
+    with applied as (
+      select aggregate_id, aggregate_version,
+             lag(aggregate_version) over (partition by aggregate_id order by effect_id) as previous
+      from local_run.applied_effect
+      where consumer_name = ${CASE_PROJECTION}
+    )
+    select a.aggregate_id,
+           (select array_agg(e.aggregate_version order by e.effect_id)
+              from local_run.applied_effect e
+             where e.consumer_name = ${CASE_PROJECTION} and e.aggregate_id = a.aggregate_id) as versions
+    from applied a
+    where a.aggregate_version is distinct from coalesce(a.previous + 1, 1)
+    group by a.aggregate_id`;
+  results.push(
+    check(
+      'case events applied in aggregate-version order',
+      disorder.map((d) => `${d.aggregate_id}: applied ${d.versions.join(',')}`),
+      `${stream.counts.outOfOrderCases} cases produced out of order, all applied 1,2,3…`,
+    ),
+  );
+
+  // 5. Domain tables.
+  const summaries = await sql<{ case_id: string; case_status: string; last_aggregate_version: number }[]>`
+    select case_id, case_status, last_aggregate_version from read_model.case_summary`;
+  const summaryById = new Map(summaries.map((s) => [s.case_id, s]));
+  const summaryProblems: string[] = [];
+  let expectedSummaries = 0;
+  for (const c of stream.cases) {
+    const s = summaryById.get(c.caseId);
+    summaryById.delete(c.caseId);
+    if (c.projection === null) {
+      if (s !== undefined) summaryProblems.push(`${c.caseId}: has a case_summary, expected none`);
+      continue;
+    }
+    expectedSummaries += 1;
+    if (s === undefined) summaryProblems.push(`${c.caseId}: no case_summary`);
+    else if (s.case_status !== c.projection.status || s.last_aggregate_version !== c.projection.version) {
+      summaryProblems.push(`${c.caseId}: ${s.case_status} v${s.last_aggregate_version}, expected ${c.projection.status} v${c.projection.version}`);
+    }
+  }
+  for (const extra of summaryById.keys()) summaryProblems.push(`${extra}: a case_summary nobody produced`);
+  results.push(check('one case_summary per case, with its last version\'s status', summaryProblems, `${expectedSummaries} cases`));
+
+  const obligations = await sql<{ case_id: string; n: number }[]>`
+    select case_id, count(*)::int as n from case_core.sla_obligation group by case_id`;
+  const obligationsById = new Map(obligations.map((o) => [o.case_id, o.n]));
+  const slaProblems: string[] = [];
+  let expectedObligations = 0;
+  for (const c of stream.cases) {
+    const n = obligationsById.get(c.caseId) ?? 0;
+    obligationsById.delete(c.caseId);
+    const want = c.slaObligation ? 1 : 0;
+    expectedObligations += want;
+    if (n !== want) slaProblems.push(`${c.caseId}: ${n} obligations, expected ${want}`);
+  }
+  for (const extra of obligationsById.keys()) slaProblems.push(`${extra}: an obligation nobody asked for`);
+  results.push(check('one SLA obligation per accepted case', slaProblems, `${expectedObligations} obligations`));
+
+  const jobs = await sql<{ source_event_id: string; organization_id: string; n: number }[]>`
+    select source_event_id, min(organization_id::text) as organization_id, count(*)::int as n
+    from public.notification_jobs group by source_event_id`;
+  const jobsById = new Map(jobs.map((j) => [j.source_event_id, j]));
+  const jobProblems: string[] = [];
+  for (const [eventId, orgId] of stream.notifications) {
+    const j = jobsById.get(eventId);
+    jobsById.delete(eventId);
+    if (j === undefined) jobProblems.push(`${eventId}: no notification job`);
+    else if (j.n !== 1) jobProblems.push(`${eventId}: ${j.n} notification jobs`);
+    else if (j.organization_id !== orgId) jobProblems.push(`${eventId}: organization ${j.organization_id}, expected ${orgId}`);
+  }
+  for (const extra of jobsById.keys()) jobProblems.push(`${extra}: a notification job for no processed payment`);
+  results.push(check('one notification job per payment, for its org_id', jobProblems, `${stream.notifications.size} jobs`));
+
+  // 6. Crashed workers: their rows came back through the reaper and were finished.
+  const crashedIds = [...facts.crashed.values()].flat();
+  const crashProblems: string[] = [];
+  const reaped = [...facts.reaped.values()].reduce((a, b) => a + b, 0);
+  if (crashedIds.length > 0) {
+    const byId = new Map(inbox.map((r) => [r.inbox_id, r]));
+    for (const id of crashedIds) {
+      const row = byId.get(id);
+      if (row === undefined) crashProblems.push(`${id}: gone`);
+      else if (row.attempt_count < 2) crashProblems.push(`${row.consumer_name}/${row.event_id}: attempt_count ${row.attempt_count}, never re-claimed`);
+    }
+    if (reaped < crashedIds.length) crashProblems.push(`the reaper released ${reaped} leases, fewer than the ${crashedIds.length} abandoned`);
+  }
+  results.push(
+    check(
+      'a crashed worker\'s rows recovered by the reaper',
+      crashProblems,
+      crashedIds.length === 0 ? 'no crash simulated' : `${crashedIds.length} abandoned rows released by the reaper and finished`,
+    ),
+  );
+
+  // 7. What the ingest functions said agrees with what the database holds.
+  const countProblems: string[] = [];
+  const poisonTotals = new Map<string, number>();
+  for (const r of poisonRows) poisonTotals.set(r.consumer_name, (poisonTotals.get(r.consumer_name) ?? 0) + r.n);
+  for (const consumer of consumers) {
+    const rows = byConsumer.get(consumer)!.size;
+    const said = facts.ingestInserted.get(consumer) ?? 0;
+    if (said !== rows) countProblems.push(`${consumer}: RecordsInserted ${said}, inbox rows ${rows}`);
+    const poisonSaid = facts.ingestPoisoned.get(consumer) ?? 0;
+    const poisonHeld = poisonTotals.get(consumer) ?? 0;
+    if (poisonSaid !== poisonHeld) countProblems.push(`${consumer}: RecordsPoisoned ${poisonSaid}, poison rows ${poisonHeld}`);
+  }
+  results.push(check('ingest metrics match the rows stored', countProblems, 'RecordsInserted and RecordsPoisoned equal the rows'));
+
+  return results;
+}
+
+export const ALL_CONSUMERS = [CASE_PROJECTION, CASE_SLA, NOTIFICATION_SERVICE] as const;

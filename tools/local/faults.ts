@@ -1,0 +1,100 @@
+/**
+ * Fault injection for the local run, without touching production code: the consumer
+ * declarations are wrapped, handler by handler, before the real ingest function and worker
+ * receive them — the declaration is the system's extension point, so it is also the clean
+ * place to inject.
+ *
+ * A wrapped handler runs the real handler first, then records the application in the run's
+ * ledger table (local_run.applied_effect), then fails if the plan says so. Failing *after*
+ * the side effects is deliberate: the effects and the ledger row must roll back with the
+ * failed attempt, so the ledger counting one row per processed event proves that effects
+ * and status commit together (DESIGN.md §6.2). Some failures are thrown as the error classes
+ * a handler would throw; others are raised by PostgreSQL itself with a chosen SQLSTATE inside
+ * the handler's transaction, so classification by SQLSTATE is exercised too.
+ */
+import type { ConsumerDeclaration, EventHandler, HandlerTable, InboxEvent, RetryPolicy } from '../../functions/consumers/types';
+import type { Queryable, TransactionSql } from '../../functions/lib/db';
+import { NonRetryableError, RetryableError } from '../../functions/lib/errors';
+import { INJECTED, type Fault } from './generator';
+
+/**
+ * Seed 000's retry policy on a faster clock: the same attempt limit, delays of a fraction
+ * of a second instead of seconds to half an hour, so a run shows retries, backoff and the
+ * attempt limit within seconds. The version-gap wait stays long enough for any late
+ * predecessor of this run to arrive.
+ */
+export const LOCAL_RETRY: RetryPolicy = {
+  maxAttempts: 10,
+  backoffSeconds: [0.1, 0.2, 0.3, 0.5],
+  maxJitterSeconds: 0,
+  versionGapRetrySeconds: 0.5,
+  versionGapMaxWaitSeconds: 30,
+};
+
+/** The run's own scratch schema: the effects ledger and the SQLSTATE raiser. Not part of the product schema. */
+export async function prepareLedger(sql: Queryable): Promise<void> {
+  await sql`create schema if not exists local_run`;
+  await sql`
+    create table if not exists local_run.applied_effect (
+      effect_id          bigserial primary key,
+      consumer_name      text not null,
+      event_id           text not null,
+      aggregate_id       text not null,
+      aggregate_version  bigint null,
+      attempt            integer not null,
+      applied_at         timestamptz not null default now()
+    )`;
+  await sql`
+    create or replace function local_run.fail(state text) returns void
+    language plpgsql as $$
+    begin
+      raise exception 'injected failure (SQLSTATE %)', state using errcode = state;
+    end
+    $$`;
+  await sql`truncate local_run.applied_effect`;
+}
+
+/** Is this call (attempt) one the fault makes fail? */
+export function failsOnAttempt(fault: Fault, attempt: number): boolean {
+  return fault.kind !== 'transient' || attempt <= fault.failures;
+}
+
+async function inject(tx: TransactionSql, fault: Fault, event: InboxEvent): Promise<void> {
+  if (!failsOnAttempt(fault, event.attempt)) return;
+  if (fault.kind === 'exhaust' || (fault.kind === 'transient' && fault.via === 'retryable-error')) {
+    throw new RetryableError(INJECTED.TRANSIENT, `injected transient failure (attempt ${event.attempt})`);
+  }
+  if (fault.kind === 'transient') {
+    await tx`select local_run.fail('40001')`; // serialization_failure: retryable by SQLSTATE
+    return;
+  }
+  if (fault.via === 'non-retryable-error') {
+    throw new NonRetryableError(INJECTED.PERMANENT, 'injected permanent failure');
+  }
+  await tx`select local_run.fail('23514')`; // check_violation: an integrity violation, never retried
+}
+
+function wrap(handler: EventHandler, consumerName: string, faults: ReadonlyMap<string, Fault>): EventHandler {
+  return {
+    payload: handler.payload,
+    async handle(tx, event) {
+      await handler.handle(tx, event);
+      await tx`
+        insert into local_run.applied_effect (consumer_name, event_id, aggregate_id, aggregate_version, attempt)
+        values (${consumerName}, ${event.eventId}, ${event.aggregateId}, ${event.aggregateVersion}, ${event.attempt})`;
+      const fault = faults.get(event.eventId);
+      if (fault !== undefined) await inject(tx, fault, event);
+    },
+  };
+}
+
+/** The declaration with every handler wrapped by the fault plan, and the accelerated retry policy. */
+export function withFaults(consumer: ConsumerDeclaration, faults: ReadonlyMap<string, Fault>): ConsumerDeclaration {
+  const handlers: HandlerTable = {};
+  for (const [eventType, versions] of Object.entries(consumer.handlers)) {
+    handlers[eventType] = Object.fromEntries(
+      Object.entries(versions).map(([version, handler]) => [version, wrap(handler, consumer.name, faults)]),
+    );
+  }
+  return { ...consumer, handlers, retry: LOCAL_RETRY };
+}

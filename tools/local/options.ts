@@ -1,0 +1,178 @@
+/**
+ * The local run's options: defaults, `--help`, and parsing of the command line.
+ *
+ * Parsing is strict: an unknown flag or a value out of range is an error naming the flag,
+ * so a typo never silently runs the defaults.
+ */
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+export interface LocalOptions {
+  /** Generated events (case events and payments together), before duplicates and poison. */
+  events: number;
+  /** Partitions per topic. */
+  partitions: number;
+  /** Seed of everything random: same seed, same stream, same fault plan. */
+  seed: number;
+  /** Share of events produced a second time at a later offset (same event id). */
+  duplicateRate: number;
+  /** Poison records (undecodable: bad base64, not UTF-8, not JSON, bad envelope, tombstone, NUL) per event. */
+  poisonRate: number;
+  /** Decodable events that break their contract (payload invalid, unknown version or type) per event. */
+  invalidRate: number;
+  /** Share of case chains with a status change produced out of aggregate-version order. */
+  outOfOrderRate: number;
+  /** Share of events whose handler fails transiently (then succeeds on a retry). */
+  transientRate: number;
+  /** Share of events whose handler fails for good (quarantined) or until attempts run out. */
+  permanentRate: number;
+  /** Share of deliveries the mapping redelivers (whole batch or its tail). */
+  redeliveryRate: number;
+  /** Share of ingest invocations whose database is unreachable (reported batch item failures). */
+  infraFailureRate: number;
+  /** Worker crashes: a worker that claims a batch and dies; the reaper must recover its rows. */
+  crashes: number;
+  /** Concurrent workers per consumer. */
+  workers: number;
+  /** Records per batch the mapping delivers (MSK BatchSize). */
+  batchSize: number;
+  /** Concurrent ingest invocations per consumer (the mapping's pollers). */
+  pollers: number;
+  /** How often the workers and the reaper run (the schedule is 1 minute in AWS). */
+  tickMs: number;
+  /** Give up (and fail) after this long. */
+  timeoutSeconds: number;
+  /** Leave the database running after the run and print how to inspect it. */
+  keep: boolean;
+  /** Level of the functions' own log lines, written to `logFile` (never to the terminal). */
+  logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT';
+  logFile: string;
+}
+
+export const DEFAULT_OPTIONS: LocalOptions = {
+  events: 3_000,
+  partitions: 4,
+  seed: 1,
+  duplicateRate: 0.05,
+  poisonRate: 0.01,
+  invalidRate: 0.01,
+  outOfOrderRate: 0.1,
+  transientRate: 0.03,
+  permanentRate: 0.01,
+  redeliveryRate: 0.05,
+  infraFailureRate: 0.02,
+  crashes: 2,
+  workers: 2,
+  batchSize: 100,
+  pollers: 2,
+  tickMs: 250,
+  timeoutSeconds: 120,
+  keep: false,
+  logLevel: 'WARN',
+  logFile: '.local/local-run.log',
+};
+
+export const HELP = `npm start [-- options]
+
+Runs the whole system on this machine: an embedded PostgreSQL (unless DATABASE_URL is set),
+the migrations, a simulated MSK event-source mapping feeding generated events to the real
+ingest functions of case-projection, case-sla and notification-service, and the real worker
+and reaper on an accelerated schedule. Ends with a summary per consumer and invariant checks;
+exits 1 if any check fails.
+
+Stream
+  --events <n>              events to generate                         (default ${DEFAULT_OPTIONS.events})
+  --partitions <n>          partitions per topic                       (default ${DEFAULT_OPTIONS.partitions})
+  --seed <n>                seed: same seed, same stream and faults    (default ${DEFAULT_OPTIONS.seed})
+  --duplicate-rate <r>      events produced twice (same event id)      (default ${DEFAULT_OPTIONS.duplicateRate})
+  --poison-rate <r>         undecodable records per event              (default ${DEFAULT_OPTIONS.poisonRate})
+  --invalid-rate <r>        events breaking their contract             (default ${DEFAULT_OPTIONS.invalidRate})
+  --out-of-order-rate <r>   case chains produced out of version order  (default ${DEFAULT_OPTIONS.outOfOrderRate})
+
+Faults
+  --transient-rate <r>      handler fails, then succeeds on retry      (default ${DEFAULT_OPTIONS.transientRate})
+  --permanent-rate <r>      handler fails for good                     (default ${DEFAULT_OPTIONS.permanentRate})
+  --redelivery-rate <r>     deliveries redelivered by the mapping      (default ${DEFAULT_OPTIONS.redeliveryRate})
+  --infra-failure-rate <r>  ingest calls with the database unreachable (default ${DEFAULT_OPTIONS.infraFailureRate})
+  --crashes <n>             workers that claim a batch and die         (default ${DEFAULT_OPTIONS.crashes})
+
+Machinery
+  --workers <n>             concurrent workers per consumer            (default ${DEFAULT_OPTIONS.workers})
+  --pollers <n>             concurrent ingest calls per consumer       (default ${DEFAULT_OPTIONS.pollers})
+  --batch-size <n>          records per delivered batch                (default ${DEFAULT_OPTIONS.batchSize})
+  --tick-ms <n>             worker and reaper schedule, milliseconds   (default ${DEFAULT_OPTIONS.tickMs})
+  --timeout <seconds>       fail if not settled by then                (default ${DEFAULT_OPTIONS.timeoutSeconds})
+  --log-level <level>       functions' log level: DEBUG INFO WARN ERROR SILENT (default ${DEFAULT_OPTIONS.logLevel})
+  --log-file <path>         where the functions' JSON logs go          (default ${DEFAULT_OPTIONS.logFile})
+  --keep                    leave the database running afterwards, to inspect it with
+                            DATABASE_URL=… npm run ops -- stats
+  -h, --help                this text
+
+Rates are fractions between 0 and 1. DATABASE_URL=postgres://… runs against that server
+instead of an embedded one (the run adds rows and a "local_run" schema to it).`;
+
+const rate = z.coerce.number().min(0).max(1);
+const count = (min: number, max: number) => z.coerce.number().int().min(min).max(max);
+
+const FLAGS = {
+  events: { key: 'events', schema: count(1, 1_000_000) },
+  partitions: { key: 'partitions', schema: count(1, 64) },
+  seed: { key: 'seed', schema: count(0, 2 ** 32 - 1) },
+  'duplicate-rate': { key: 'duplicateRate', schema: rate },
+  'poison-rate': { key: 'poisonRate', schema: rate },
+  'invalid-rate': { key: 'invalidRate', schema: rate },
+  'out-of-order-rate': { key: 'outOfOrderRate', schema: rate },
+  'transient-rate': { key: 'transientRate', schema: rate },
+  'permanent-rate': { key: 'permanentRate', schema: rate },
+  'redelivery-rate': { key: 'redeliveryRate', schema: rate },
+  'infra-failure-rate': { key: 'infraFailureRate', schema: rate.max(0.9) },
+  crashes: { key: 'crashes', schema: count(0, 100) },
+  workers: { key: 'workers', schema: count(1, 32) },
+  pollers: { key: 'pollers', schema: count(1, 64) },
+  'batch-size': { key: 'batchSize', schema: count(1, 10_000) },
+  'tick-ms': { key: 'tickMs', schema: count(10, 60_000) },
+  timeout: { key: 'timeoutSeconds', schema: count(1, 24 * 3600) },
+  'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
+  'log-file': { key: 'logFile', schema: z.string().min(1) },
+} as const satisfies Record<string, { key: keyof LocalOptions; schema: z.ZodType }>;
+
+export class OptionsError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'OptionsError';
+  }
+}
+
+export type ParsedArgs = { help: true } | { help: false; options: LocalOptions };
+
+/** Parse `npm start -- …` arguments. Throws OptionsError naming the offending flag. */
+export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      strict: true,
+      allowPositionals: false,
+      options: {
+        ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, { type: 'string' as const }])),
+        keep: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (error) {
+    throw new OptionsError(`${error instanceof Error ? error.message : String(error)} (see --help)`);
+  }
+  if (parsed.values.help === true) return { help: true };
+  const options: Record<string, unknown> = { ...DEFAULT_OPTIONS };
+  for (const [flag, { key, schema }] of Object.entries(FLAGS)) {
+    const raw = parsed.values[flag];
+    if (raw === undefined) continue;
+    const result = (schema as z.ZodType).safeParse(raw);
+    if (!result.success) {
+      throw new OptionsError(`--${flag} ${String(raw)}: ${result.error.issues[0]?.message ?? 'invalid'} (see --help)`);
+    }
+    options[key] = result.data;
+  }
+  if (parsed.values.keep === true) options.keep = true;
+  return { help: false, options: options as unknown as LocalOptions };
+}

@@ -1,0 +1,125 @@
+/**
+ * What the local run prints: the live progress line and the closing summary.
+ *
+ * On a terminal the progress is one line rewritten in place; elsewhere (CI logs, a pipe)
+ * it is a plain line every few seconds, so a log stays readable.
+ */
+import type { CheckResult } from './checks';
+
+export interface Output {
+  write(text: string): void;
+}
+
+export interface ProgressSnapshot {
+  elapsedMs: number;
+  batches: number;
+  /** Records delivered by the mappings (redeliveries included). */
+  records: number;
+  /** Records still to commit, over all mappings. */
+  lag: number;
+  inboxRows: number;
+  due: number;
+  processing: number;
+  final: number;
+  quarantined: number;
+  poison: number;
+  redelivered: number;
+  infraFailures: number;
+  crashes: number;
+  reaped: number;
+}
+
+const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+
+export function progressLine(s: ProgressSnapshot, previous?: ProgressSnapshot): string {
+  const seconds = s.elapsedMs / 1000;
+  const dt = previous === undefined ? seconds : (s.elapsedMs - previous.elapsedMs) / 1000;
+  const dr = previous === undefined ? s.records : s.records - previous.records;
+  const rate = dt > 0 ? dr / dt : 0;
+  return [
+    `${seconds.toFixed(1).padStart(5)}s`,
+    `batches ${fmt(s.batches)}`,
+    `records ${fmt(s.records)} (${fmt(rate)}/s, lag ${fmt(s.lag)})`,
+    `inbox ${fmt(s.inboxRows)}: due ${fmt(s.due)}, processing ${fmt(s.processing)}, final ${fmt(s.final)}, quarantined ${fmt(s.quarantined)}`,
+    `poison ${fmt(s.poison)}`,
+    `redelivered ${fmt(s.redelivered)}`,
+    `db down ${fmt(s.infraFailures)}`,
+    `crashes ${s.crashes}, reaped ${fmt(s.reaped)}`,
+  ].join(' · ');
+}
+
+export class Progress {
+  private last: ProgressSnapshot | undefined;
+  private lastPrintedAt = -Infinity;
+  private lineOpen = false;
+
+  constructor(
+    private readonly out: Output,
+    private readonly tty: boolean,
+    private readonly plainEveryMs = 2_000,
+  ) {}
+
+  update(s: ProgressSnapshot): void {
+    if (this.tty) {
+      const columns = (process.stdout.columns ?? 160) - 1;
+      const line = progressLine(s, this.last);
+      this.out.write(`\r\u001b[2K${line.length > columns ? `${line.slice(0, columns - 1)}…` : line}`);
+      this.lineOpen = true;
+      this.last = s;
+      return;
+    }
+    if (s.elapsedMs - this.lastPrintedAt < this.plainEveryMs) return;
+    this.out.write(`${progressLine(s, this.last)}\n`);
+    this.last = s;
+    this.lastPrintedAt = s.elapsedMs;
+  }
+
+  /** Print the final state and leave the line. */
+  finish(s: ProgressSnapshot): void {
+    if (this.tty) {
+      this.update(s);
+      if (this.lineOpen) this.out.write('\n');
+      this.lineOpen = false;
+      return;
+    }
+    this.out.write(`${progressLine(s, this.last)}\n`);
+  }
+}
+
+export interface ConsumerSummary {
+  consumer: string;
+  received: number;
+  inserted: number;
+  duplicates: number;
+  poison: number;
+  processed: number;
+  retried: number;
+  quarantined: number;
+  ignored: number;
+  reaped: number;
+}
+
+const COLUMNS: { key: keyof ConsumerSummary; title: string }[] = [
+  { key: 'consumer', title: 'consumer' },
+  { key: 'received', title: 'received' },
+  { key: 'inserted', title: 'inserted' },
+  { key: 'duplicates', title: 'duplicates' },
+  { key: 'poison', title: 'poison' },
+  { key: 'processed', title: 'processed' },
+  { key: 'retried', title: 'retried' },
+  { key: 'quarantined', title: 'quarantined' },
+  { key: 'ignored', title: 'ignored' },
+  { key: 'reaped', title: 'reaped' },
+];
+
+/** A plain-text table: the consumer left-aligned, the counts right-aligned. */
+export function summaryTable(rows: readonly ConsumerSummary[]): string {
+  const cells = rows.map((r) => COLUMNS.map((c) => (c.key === 'consumer' ? String(r[c.key]) : fmt(r[c.key] as number))));
+  const widths = COLUMNS.map((c, i) => Math.max(c.title.length, ...cells.map((row) => row[i]!.length)));
+  const line = (values: string[]) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join('  ');
+  return [line(COLUMNS.map((c) => c.title)), widths.map((w) => '─'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
+}
+
+export function checksReport(checks: readonly CheckResult[]): string {
+  return checks.map((c) => `  ${c.ok ? '✓' : '✗'} ${c.name}: ${c.detail}`).join('\n');
+}

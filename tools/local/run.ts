@@ -1,0 +1,412 @@
+/**
+ * runLocal(): the whole system on one machine, end to end through the real functions.
+ *
+ *   database      an embedded PostgreSQL (or the one given), migrated by the one runner
+ *   stream        tools/local/generator.ts: case events and payments, with duplicates,
+ *                 poison, contract violations, out-of-order versions and a fault plan
+ *   ingest        the real ingest handler of each consumer (createIngestHandler), fed by a
+ *                 simulated MSK event-source mapping per consumer and topic (mapping.ts);
+ *                 some invocations get a client whose database is unreachable
+ *   worker        the real runWorker, `workers` loops per consumer, every `tickMs`
+ *                 (EventBridge Scheduler's rate(1 minute), accelerated); plus simulated
+ *                 crashes: a claim under a short lease that is never completed
+ *   reaper        the real runOnce every `tickMs`
+ *   faults        the consumer declarations wrapped by faults.ts (no production code changed)
+ *
+ * It ends when every mapping has committed every offset and every inbox row is final (or
+ * at the timeout), then checks the invariants (checks.ts) and prints a summary per consumer.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { CONSUMERS } from '../../functions/consumers';
+import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import { claimDue } from '../../functions/inbox/claim-due';
+import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
+import { createIngestHandler } from '../../functions/ingest/ingest';
+import { parseConfig, type Config } from '../../functions/lib/config';
+import { createSql, type Sql } from '../../functions/lib/db';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import { MetricNames } from '../../functions/lib/metric-names';
+import { runOnce } from '../../functions/reaper/reaper';
+import { newOwnerId, runWorker } from '../../functions/worker/run-worker';
+import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
+import { runChecks, type CheckResult } from './checks';
+import { prepareLedger, withFaults } from './faults';
+import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
+import { SimulatedMapping } from './mapping';
+import { fileSink, nullSink, SinkLogger, tallyOf, TallyMetrics, type LogSink, type MetricTally } from './observability';
+import type { LocalOptions } from './options';
+import { checksReport, Progress, summaryTable, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
+
+export interface RunLocalIO {
+  /** An existing (empty) database; an embedded PostgreSQL is started when absent. */
+  databaseUrl?: string;
+  out?: Output;
+  /** Rewrite one progress line in place (a terminal) rather than print periodic lines. */
+  tty?: boolean;
+}
+
+export interface LocalRunResult {
+  ok: boolean;
+  exitCode: 0 | 1;
+  checks: CheckResult[];
+  consumers: ConsumerSummary[];
+  stream: GeneratedStream['counts'];
+  elapsedMs: number;
+  /** With options.keep: the database, still running. stop() ends an embedded one. */
+  kept?: { url: string; embedded: boolean; stop(): Promise<void> };
+}
+
+/** One Lambda invocation's budget, as the worker and reaper see it. */
+const INVOCATION_MS = 5_000;
+const OBSERVE_MS = 200;
+const CRASH_LEASE_SECONDS = 2;
+const CRASH_CLAIM_LIMIT = 20;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+export class DatabaseNotEmptyError extends Error {
+  constructor(what: string) {
+    super(
+      `the database already holds ${what}; the run's checks compare every row with what it generated, so it needs an empty, ` +
+        'migrated database: unset DATABASE_URL to use an embedded PostgreSQL, or point it at a fresh database',
+    );
+    this.name = 'DatabaseNotEmptyError';
+  }
+}
+
+async function assertEmpty(sql: Sql): Promise<void> {
+  const [row] = await sql<{ inbox: boolean; poison: boolean; domain: boolean }[]>`
+    select exists (select 1 from integration.consumer_inbox) as inbox,
+           exists (select 1 from integration.consumer_raw_poison) as poison,
+           exists (select 1 from read_model.case_summary)
+             or exists (select 1 from case_core.sla_obligation)
+             or exists (select 1 from public.notification_jobs) as domain`;
+  if (row!.inbox) throw new DatabaseNotEmptyError('inbox rows');
+  if (row!.poison) throw new DatabaseNotEmptyError('poison rows');
+  if (row!.domain) throw new DatabaseNotEmptyError('domain rows (case_summary, sla_obligation or notification_jobs)');
+}
+
+/** The functions' configuration, built from an explicit record as each function's environment would be. */
+function configFor(url: string, options: LocalOptions): Config {
+  return parseConfig({
+    DATABASE_URL: url,
+    DB_SSL: 'disable',
+    DB_POOL_MAX: '4',
+    DB_CONNECT_TIMEOUT_SECONDS: '2',
+    WORKER_BATCH_SIZE: '100',
+    WORKER_SAFETY_MARGIN_MS: '500',
+    LEASE_SECONDS: '10',
+    REAPER_SAFETY_MARGIN_MS: '500',
+    LOG_LEVEL: options.logLevel,
+    SERVICE_NAME: 'kafka-inbox-local',
+  });
+}
+
+function describeStream(s: GeneratedStream, options: LocalOptions): string {
+  const c = s.counts;
+  return [
+    `Stream (seed ${s.seed}): ${c.events.toLocaleString('en-US')} events — ${c.caseEvents} case events in ${s.cases.length} cases, ${c.payments} payments —`,
+    `  plus ${c.duplicates} duplicates, ${c.poison} poison records, ${c.invalid} contract violations; ${c.outOfOrderCases} cases out of version order;`,
+    `  ${c.faults} injected handler faults; ${options.partitions} partitions per topic.`,
+    `Consumers: case-projection, case-sla ← regulatory.case.events.v1 (canonical, deferred); notification-service ← payment.completed (snake_case, inline).`,
+  ].join('\n');
+}
+
+export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Promise<LocalRunResult> {
+  const out: Output = io.out ?? { write: (t) => void process.stdout.write(t) };
+  const tty = io.tty ?? false;
+  const started = performance.now();
+  const clients: Sql[] = [];
+  let sink: LogSink = nullSink;
+  let stopEmbedded: (() => Promise<void>) | undefined;
+  let keptResult: LocalRunResult['kept'];
+  // Background loops (mappings, workers, reaper) stop on this flag, also when the run throws.
+  let stopping = false;
+  const background: Promise<unknown>[] = [];
+  const stoppers: (() => void)[] = [];
+
+  try {
+    let url = io.databaseUrl;
+    if (url === undefined) {
+      out.write('Starting an embedded PostgreSQL… ');
+      const t = performance.now();
+      const db = await startEmbeddedPostgres();
+      stopEmbedded = () => db.stop();
+      url = db.url;
+      out.write(`ready in ${((performance.now() - t) / 1000).toFixed(1)} s (port ${db.port}).\n`);
+    }
+    const config = configFor(url, options);
+    const client = async (poolMax: number, overrides: Partial<Config['database']> = {}) => {
+      const c = await createSql({ ...config.database, poolMax, ...overrides });
+      clients.push(c);
+      return c;
+    };
+    const admin = await client(2);
+    const migrated = await migrate(admin, await loadMigrations(MIGRATIONS_DIR));
+    out.write(`Migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already applied.\n`);
+    await assertEmpty(admin);
+    await prepareLedger(admin);
+
+    const stream = generateStream(options);
+    out.write(`${describeStream(stream, options)}\n`);
+    if (options.logLevel !== 'SILENT') {
+      sink = fileSink(options.logFile);
+      out.write(`Function logs (${options.logLevel} and above, JSON): ${options.logFile}\n`);
+    }
+    out.write('\n');
+
+    const tally: MetricTally = new Map();
+    const logger = (component: string, consumerName?: string) =>
+      new SinkLogger(sink, {
+        serviceName: config.observability.serviceName,
+        logLevel: options.logLevel,
+        persistentKeys: { component, ...(consumerName ? { consumerName } : {}) },
+      });
+    const consumers = new Map<string, ConsumerDeclaration>(
+      CONSUMERS.map((c) => [c.name, withFaults(c, stream.faults.get(c.name) ?? new Map())]),
+    );
+    const consumerNames = [...consumers.keys()];
+
+    // Ingest: per consumer, the real handler on a working client and on an unreachable one.
+    const unreachableUrl = `postgres://postgres@127.0.0.1:${await freePort()}/unreachable`;
+    const mappings: { consumer: string; mapping: SimulatedMapping }[] = [];
+    for (const [topic, names] of Object.entries(TOPIC_CONSUMERS)) {
+      for (const name of names) {
+        const consumer = consumers.get(name)!;
+        const deps = { consumer, config, logger: logger('ingest', name), metrics: new TallyMetrics(tally, name) };
+        const live = createIngestHandler({ ...deps, sql: await client(options.pollers) });
+        const dead = createIngestHandler({ ...deps, sql: await client(1, { url: unreachableUrl, connectTimeoutSeconds: 1 }) });
+        const context = () => ({ awsRequestId: randomUUID() });
+        mappings.push({
+          consumer: name,
+          mapping: new SimulatedMapping({
+            consumerName: name,
+            topic,
+            partitions: stream.topics.get(topic)!,
+            batchSize: options.batchSize,
+            pollers: options.pollers,
+            seed: options.seed,
+            redeliveryRate: options.redeliveryRate,
+            infraFailureRate: options.infraFailureRate,
+            invoke: (event) => live(event, context()),
+            invokeUnreachable: (event) => dead(event, context()),
+          }),
+        });
+      }
+    }
+
+    const deadline = started + options.timeoutSeconds * 1000;
+
+    // A scheduled function's failed invocation is logged and the next tick tries again, as
+    // EventBridge Scheduler would; it never ends the run.
+    const invocationErrors = new Map<string, number>();
+    const invokeSafely = async (what: string, log: SinkLogger, run: () => Promise<unknown>) => {
+      try {
+        await run();
+      } catch (error) {
+        invocationErrors.set(what, (invocationErrors.get(what) ?? 0) + 1);
+        log.error('invocation failed', { error: error instanceof Error ? error.message : String(error) });
+      }
+    };
+
+    // Workers: each loop is one scheduled function, invoked every tick with a fresh budget.
+    for (const [name, consumer] of consumers) {
+      const sql = await client(options.workers + 1);
+      const deps = { sql, consumer, config, logger: logger('worker', name), metrics: new TallyMetrics(tally, name) };
+      for (let i = 0; i < options.workers; i++) {
+        background.push(
+          (async () => {
+            while (!stopping) {
+              const invocationEnds = performance.now() + INVOCATION_MS;
+              await invokeSafely(`worker ${name}`, deps.logger, () =>
+                runWorker({
+                  ...deps,
+                  owner: newOwnerId(`local-worker:${name}:${i}`),
+                  remainingMs: () => (stopping ? 0 : Math.max(0, invocationEnds - performance.now())),
+                }),
+              );
+              await sleep(options.tickMs);
+            }
+          })(),
+        );
+      }
+    }
+
+    // Reaper: one loop for all consumers.
+    const reaped = new Map<string, number>(consumerNames.map((c) => [c, 0]));
+    const reaperQuarantined = new Map<string, number>(consumerNames.map((c) => [c, 0]));
+    const reaperSql = await client(1);
+    const reaperLogger = logger('reaper');
+    const reaperMetrics = new TallyMetrics(tally);
+    background.push(
+      (async () => {
+        while (!stopping) {
+          const invocationEnds = performance.now() + INVOCATION_MS;
+          await invokeSafely('reaper', reaperLogger, async () => {
+            const result = await runOnce({
+              sql: reaperSql,
+              consumers: [...consumers.values()],
+              config,
+              logger: reaperLogger,
+              metrics: reaperMetrics,
+              remainingMs: () => Math.max(0, invocationEnds - performance.now()),
+            });
+            for (const c of result.consumers) {
+              reaped.set(c.consumerName, (reaped.get(c.consumerName) ?? 0) + c.released + c.quarantined);
+              reaperQuarantined.set(c.consumerName, (reaperQuarantined.get(c.consumerName) ?? 0) + c.quarantined);
+            }
+          });
+          await sleep(options.tickMs);
+        }
+      })(),
+    );
+
+    for (const { mapping } of mappings) {
+      stoppers.push(() => mapping.stop());
+      background.push(mapping.run());
+    }
+
+    // Observe: progress, crashes, and the end of the run.
+    const progress = new Progress(out, tty);
+    const crashed = new Map<string, string[]>(consumerNames.map((c) => [c, []]));
+    let crashesDone = 0;
+    let timedOut = false;
+    let snapshot: ProgressSnapshot | undefined;
+    for (;;) {
+      const [statuses, poison] = await Promise.all([inboxStatusCounts(admin), poisonCounts(admin)]);
+      const total = (pred: (s: (typeof statuses)[number]) => boolean) =>
+        statuses.filter(pred).reduce((n, s) => n + s.count, 0);
+      const open = total((s) => s.status === 'RECEIVED' || s.status === 'RETRY_PENDING' || s.status === 'PROCESSING');
+      const ms = mappings.map((m) => m.mapping.stats);
+      snapshot = {
+        elapsedMs: performance.now() - started,
+        batches: ms.reduce((n, s) => n + s.batches, 0),
+        records: ms.reduce((n, s) => n + s.records, 0),
+        lag: mappings.reduce((n, m) => n + m.mapping.lag, 0),
+        inboxRows: total(() => true),
+        due: statuses.reduce((n, s) => n + s.due, 0),
+        processing: total((s) => s.status === 'PROCESSING'),
+        final: total((s) => s.status === 'PROCESSED' || s.status === 'IGNORED' || s.status === 'QUARANTINED'),
+        quarantined: total((s) => s.status === 'QUARANTINED'),
+        poison: poison.reduce((n, p) => n + p.total, 0),
+        redelivered: ms.reduce((n, s) => n + s.redelivered, 0),
+        infraFailures: ms.reduce((n, s) => n + s.infraFailures, 0),
+        crashes: crashesDone,
+        reaped: [...reaped.values()].reduce((a, b) => a + b, 0),
+      };
+      progress.update(snapshot);
+
+      const mappingsDone = mappings.every((m) => m.mapping.done);
+      // A crash: a worker claims rows under a short lease and dies before completing them.
+      if (crashesDone < options.crashes && snapshot.elapsedMs >= 500 * (crashesDone + 1)) {
+        const target = consumerNames[crashesDone % consumerNames.length]!;
+        const rows = await claimDue(admin, {
+          consumerName: target,
+          owner: `local-crashed-worker:${crashesDone + 1}`,
+          limit: CRASH_CLAIM_LIMIT,
+          leaseSeconds: CRASH_LEASE_SECONDS,
+        });
+        if (rows.length > 0) {
+          crashed.get(target)!.push(...rows.map((r) => r.inbox_id));
+          crashesDone += 1;
+        } else if (mappingsDone && open === 0) {
+          crashesDone += 1; // nothing left to claim: the crash cannot happen any more
+        }
+      }
+
+      if (mappingsDone && open === 0 && crashesDone >= options.crashes) break;
+      if (performance.now() > deadline) {
+        timedOut = true;
+        break;
+      }
+      await sleep(OBSERVE_MS);
+    }
+
+    stopping = true;
+    for (const stop of stoppers) stop();
+    await Promise.all(background);
+    progress.finish({ ...snapshot!, elapsedMs: performance.now() - started, crashes: crashesDone, reaped: [...reaped.values()].reduce((a, b) => a + b, 0) });
+
+    const summary: ConsumerSummary[] = consumerNames.map((name) => ({
+      consumer: name,
+      received: tallyOf(tally, name, MetricNames.RecordsReceived),
+      inserted: tallyOf(tally, name, MetricNames.RecordsInserted),
+      duplicates: tallyOf(tally, name, MetricNames.RecordsDuplicate),
+      poison: tallyOf(tally, name, MetricNames.RecordsPoisoned),
+      processed: tallyOf(tally, name, MetricNames.EventsProcessed),
+      retried: tallyOf(tally, name, MetricNames.EventsRetried),
+      quarantined: tallyOf(tally, name, MetricNames.EventsQuarantined) + (reaperQuarantined.get(name) ?? 0),
+      ignored: tallyOf(tally, name, MetricNames.EventsIgnored),
+      reaped: reaped.get(name) ?? 0,
+    }));
+
+    const checks = await runChecks(admin, stream, {
+      consumers: consumerNames,
+      lag: new Map(mappings.map((m) => [m.consumer, m.mapping.lag])),
+      crashed,
+      reaped,
+      ingestInserted: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsInserted)])),
+      ingestPoisoned: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsPoisoned)])),
+      timedOut,
+    });
+    const finalStates = await admin<{ consumer_name: string; status: string; error_code: string | null; n: number }[]>`
+      select consumer_name, status, case when status = 'QUARANTINED' then error_code end as error_code, count(*)::int as n
+      from integration.consumer_inbox
+      group by 1, 2, 3
+      order by 1, 2, 4 desc`;
+
+    const ms = mappings.map((m) => m.mapping.stats);
+    const sum = (f: (s: (typeof ms)[number]) => number) => ms.reduce((n, s) => n + f(s), 0);
+    out.write(`\n${summaryTable(summary)}\n\n`);
+    out.write(
+      `Mappings: ${sum((s) => s.batches)} batches, ${sum((s) => s.records)} records delivered (${sum((s) => s.redelivered)} redelivered), ` +
+        `${sum((s) => s.injectedRedeliveries)} commits lost on purpose, ${sum((s) => s.infraFailures)} invocations with the database unreachable, ` +
+        `${sum((s) => s.reportedFailures)} partitions reported back, ${sum((s) => s.functionErrors)} function errors.\n`,
+    );
+    out.write(
+      `Crashes: ${[...crashed.entries()].filter(([, ids]) => ids.length > 0).map(([c, ids]) => `${c} (${ids.length} rows)`).join(', ') || 'none'}; ` +
+        `lease ${CRASH_LEASE_SECONDS} s, then the reaper.\n`,
+    );
+    if (invocationErrors.size > 0) {
+      out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);
+    }
+    out.write('Final states:\n');
+    for (const name of consumerNames) {
+      const rows = finalStates.filter((r) => r.consumer_name === name);
+      const parts = rows.map((r) => `${r.status}${r.error_code ? ` ${r.error_code}` : ''} ${r.n}`);
+      out.write(`  ${name}: ${parts.join(' · ')}\n`);
+    }
+    out.write(`\nChecks:\n${checksReport(checks)}\n\n`);
+
+    const failed = checks.filter((c) => !c.ok);
+    const elapsedMs = performance.now() - started;
+    out.write(
+      failed.length === 0
+        ? `All ${checks.length} checks passed in ${(elapsedMs / 1000).toFixed(1)} s.\n`
+        : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.\n`,
+    );
+
+    if (options.keep) {
+      const stop = stopEmbedded ?? (async () => {});
+      stopEmbedded = undefined;
+      keptResult = { url, embedded: io.databaseUrl === undefined, stop };
+    }
+    return {
+      ok: failed.length === 0,
+      exitCode: failed.length === 0 ? 0 : 1,
+      checks,
+      consumers: summary,
+      stream: stream.counts,
+      elapsedMs,
+      ...(keptResult ? { kept: keptResult } : {}),
+    };
+  } finally {
+    stopping = true;
+    for (const stop of stoppers) stop();
+    await Promise.allSettled(background);
+    await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
+    await sink.close();
+    await stopEmbedded?.();
+  }
+}
