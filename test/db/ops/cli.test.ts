@@ -1,0 +1,69 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows } from '../../helpers/factories';
+
+const db = await useTestDatabase();
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+interface Outcome {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `npm run ops -- …` as a child process, against this file's database and nothing else from our env. */
+function ops(...args: string[]): Promise<Outcome> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'functions/ops/cli.ts', ...args],
+      {
+        cwd: root,
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, DB_POOL_MAX: '2' },
+        timeout: 60_000,
+      },
+      (error, stdout, stderr) => {
+        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : -1;
+        resolve({ code, stdout, stderr });
+      },
+    );
+  });
+}
+
+describe('the ops CLI', () => {
+  it('replays by filter with a table for people and exits 0, recording the actor', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' }]);
+
+    const dry = await ops('replay', '--consumer', 'case-projection', '--dry-run', '--json');
+    expect(dry.code).toBe(0);
+    expect(JSON.parse(dry.stdout)).toMatchObject({ ok: true, command: 'replay', result: { dryRun: true, matched: 1 } });
+
+    const real = await ops('replay', '--consumer', 'case-projection', '--reason', 'cli test', '--actor', 'ci-bot');
+    expect(real.code).toBe(0);
+    expect(real.stdout).toContain('replayed 1 row(s) to RETRY_PENDING');
+    expect(real.stdout).toContain(row!.inbox_id);
+    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.consumer_replay_audit`;
+    expect(audit).toEqual({ actor: 'ci-bot', reason: 'cli test', source: 'cli', inbox_ids: [row!.inbox_id] });
+  });
+
+  it('exits 2 with a clear message on a bad argument, and 1 when nothing matches, changing nothing', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' }]);
+
+    const noReason = await ops('replay', '--id', row!.inbox_id);
+    expect(noReason.code).toBe(2);
+    expect(noReason.stderr).toContain('REASON_REQUIRED');
+
+    const unknown = await ops('replay', '--consumer', 'nobody', '--reason', 'x', '--json');
+    expect(unknown.code).toBe(2);
+    expect(JSON.parse(unknown.stdout)).toMatchObject({ ok: false, error: { code: 'UNKNOWN_CONSUMER' } });
+
+    const nothing = await ops('replay', '--consumer', 'case-sla', '--reason', 'x');
+    expect(nothing.code).toBe(1);
+    expect(nothing.stderr).toContain('NO_ROWS_MATCH');
+
+    const [after] = await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`;
+    expect(after).toEqual({ status: 'QUARANTINED' });
+  });
+});
