@@ -3,6 +3,7 @@
  * (with it), and mark one resolved after it was re-ingested.
  */
 import type { Queryable } from '../lib/db';
+import { toPage } from './quarantine';
 
 export interface PoisonSummaryRow {
   poison_id: string;
@@ -65,12 +66,7 @@ export async function listPoison(q: Queryable, options: PoisonListOptions): Prom
       }
     order by created_at desc, poison_id desc
     limit ${options.limit + 1}`;
-  const page = rows.slice(0, options.limit);
-  const last = page.at(-1);
-  return {
-    rows: page.map(({ sort_at: _, ...row }) => row),
-    next: rows.length > options.limit && last !== undefined ? { at: last.sort_at, id: last.poison_id } : null,
-  };
+  return toPage(rows, options.limit, (r) => r.poison_id);
 }
 
 function poisonColumns(q: Queryable) {

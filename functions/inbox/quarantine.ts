@@ -5,6 +5,7 @@
  * replay is the identity of the event and why it was quarantined.
  */
 import type { Queryable } from '../lib/db';
+import type { InboxRow } from './types';
 
 export interface QuarantineSummaryRow {
   consumer_name: string;
@@ -31,28 +32,18 @@ export async function quarantineSummary(q: Queryable, consumerName?: string): Pr
     order by total desc, consumer_name, event_type, error_code nulls first`;
 }
 
-export interface QuarantinedRow {
-  inbox_id: string;
-  consumer_name: string;
-  event_id: string;
-  event_type: string;
-  event_version: number;
-  aggregate_type: string;
-  aggregate_id: string;
-  aggregate_version: number | null;
-  topic_name: string;
-  partition_no: number;
-  offset_no: number;
-  correlation_id: string | null;
-  attempt_count: number;
-  error_code: string | null;
+export type QuarantinedRow = Pick<
+  InboxRow,
+  | 'inbox_id' | 'consumer_name' | 'event_id' | 'event_type' | 'event_version' | 'aggregate_type' | 'aggregate_id'
+  | 'aggregate_version' | 'topic_name' | 'partition_no' | 'offset_no' | 'correlation_id' | 'attempt_count'
+  | 'error_code' | 'received_at'
+> & {
   error_message: string | null;
   error_detail: unknown;
-  received_at: Date;
   quarantined_at: Date;
   /** Present only when includePayload was asked for. */
   payload?: unknown;
-}
+};
 
 /**
  * A position in the list: the last row's quarantined_at as UTC text with microseconds, and
@@ -103,10 +94,22 @@ export async function listQuarantined(q: Queryable, options: QuarantineListOptio
       }
     order by quarantined_at desc, inbox_id desc
     limit ${options.limit + 1}`;
-  const page = rows.slice(0, options.limit);
+  return toPage(rows, options.limit, (r) => r.inbox_id);
+}
+
+/**
+ * A keyset page from `limit + 1` fetched rows: the extra row only says that another page
+ * exists; the cursor is the last returned row's sort key (`sort_at`, dropped from the rows).
+ */
+export function toPage<R extends { sort_at: string }>(
+  rows: readonly R[],
+  limit: number,
+  idOf: (row: R) => string,
+): { rows: Omit<R, 'sort_at'>[]; next: { at: string; id: string } | null } {
+  const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {
     rows: page.map(({ sort_at: _, ...row }) => row),
-    next: rows.length > options.limit && last !== undefined ? { at: last.sort_at, id: last.inbox_id } : null,
+    next: rows.length > limit && last !== undefined ? { at: last.sort_at, id: idOf(last) } : null,
   };
 }

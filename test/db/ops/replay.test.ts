@@ -42,8 +42,8 @@ describe('replay by inbox id', () => {
       error_detail: null,
       locked_by: null,
     });
-    const [{ due }] = await db.sql`select ${row.next_attempt_at as Date}::timestamptz <= now() as due`;
-    expect(due).toBe(true);
+    const [check] = await db.sql`select next_attempt_at <= now() as due from integration.consumer_inbox where inbox_id = ${target.inbox_id}`;
+    expect(check).toEqual({ due: true });
     expect(await rowOf(other.inbox_id)).toEqual(otherBefore);
   });
 
@@ -99,9 +99,10 @@ describe('replay by filter', () => {
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' },
     ]);
     await db.sql`update integration.consumer_inbox set quarantined_at = now() - interval '3 days' where inbox_id = ${tooOld!.inbox_id}`;
-    const [{ from, to }] = await db.sql`
+    const [range] = await db.sql<{ from: string; to: string }[]>`
       select to_char((now() - interval '1 day') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as from,
              to_char((now() + interval '1 hour') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as to`;
+    const { from, to } = range!;
 
     const result = await run(deps, {
       command: 'replay',

@@ -127,7 +127,7 @@ describe('refusals', () => {
   });
 
   it('turns a missing schedule into NOT_FOUND', async () => {
-    mock.on(GetScheduleCommand).rejects(new ResourceNotFoundException({ message: 'Schedule not found', $metadata: {} }));
+    mock.on(GetScheduleCommand).rejects(new ResourceNotFoundException({ message: 'Schedule not found', $metadata: {}, Message: 'Schedule not found' } as never));
     expect((await errorOf({ command: 'resume', consumer: 'case-projection' })).code).toBe('NOT_FOUND');
     expect(mock.commandCalls(UpdateScheduleCommand)).toHaveLength(0);
   });
