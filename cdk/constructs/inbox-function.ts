@@ -5,7 +5,7 @@
  * the functions' config module (functions/lib/config.ts) parses at cold start.
  */
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy, Stack } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
@@ -118,10 +118,5 @@ export class InboxFunction extends NodejsFunction {
 /** Retention days as the CDK enum (the stage config validates the allowed values). */
 export function retentionDays(days: number): logs.RetentionDays {
   return days as logs.RetentionDays;
-}
-
-/** A stack-unique, readable name for an env var value that refers to another resource. */
-export function jsonEnv(scope: Construct, value: Record<string, string>): string {
-  return Stack.of(scope).toJsonString(value);
 }
 

@@ -6,6 +6,7 @@
 import { readFileSync } from 'node:fs';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
+import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { parseStageConfig, type StageConfig } from '../../cdk/config';
 import { createInboxStacks, type InboxStacks } from '../../cdk/stacks/index';
@@ -42,4 +43,11 @@ export function synthesize(options: { stage?: string; overrides?: Record<string,
     stateful: Template.fromStack(stacks.stateful),
     stateless: Template.fromStack(stacks.stateless),
   };
+}
+
+/** cdk-nag AwsSolutions errors that nobody acknowledged, as "rule: construct paths". */
+export function unacknowledgedNagErrors(app: App): string[] {
+  return new AwsSolutionsChecks(app).validateScope(app)
+    .violations.filter((v) => v.severity === 'error')
+    .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
 }
