@@ -20,15 +20,18 @@ import { INJECTED, type Fault } from './generator';
 /**
  * Seed 000's retry policy on a faster clock: the same attempt limit, delays of a fraction
  * of a second instead of seconds to half an hour, so a run shows retries, backoff and the
- * attempt limit within seconds. The version-gap wait stays long enough for any late
- * predecessor of this run to arrive.
+ * attempt limit within seconds. The version-gap wait is measured from receipt, and a run's
+ * whole backlog arrives within seconds and may take tens of seconds to drain on a busy
+ * machine, so it stays longer than any run: a held version waits for its predecessor.
+ * (A gap retry is claimed like any attempt and counts towards maxAttempts; one second
+ * between them keeps a held row well inside the limit while its predecessor comes.)
  */
 export const LOCAL_RETRY: RetryPolicy = {
   maxAttempts: 10,
   backoffSeconds: [0.1, 0.2, 0.3, 0.5],
   maxJitterSeconds: 0,
-  versionGapRetrySeconds: 0.5,
-  versionGapMaxWaitSeconds: 30,
+  versionGapRetrySeconds: 1,
+  versionGapMaxWaitSeconds: 600,
 };
 
 /** The run's own scratch schema: the effects ledger and the SQLSTATE raiser. Not part of the product schema. */

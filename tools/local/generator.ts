@@ -263,7 +263,7 @@ function addCase(b: Builder, k: number, start: number, outOfOrder: boolean): Cas
   // case-projection only hit a chain's last version, since every later version would then
   // wait for a predecessor that never comes (and end AGGREGATE_VERSION_GAP, by design).
   const faultFree = outOfOrder;
-  const projectionFaultAt = faultFree ? -1 : rng.int(1, k);
+  let projectionFaulted = faultFree;
   let projection: CaseExpectation['projection'] = null;
   let slaObligation = false;
   for (let v = 1; v <= k; v++) {
@@ -271,7 +271,8 @@ function addCase(b: Builder, k: number, start: number, outOfOrder: boolean): Cas
     const envelope = caseEnvelope(b, caseId, v, times[v - 1]!, eventId);
     b.planned.push({ time: times[v - 1]!, topic: CASE_EVENTS_TOPIC, partition: partitions[v - 1]!, record: eventRecord(caseId, eventId, envelope, 'case-command-service') });
 
-    const p = v === projectionFaultAt ? planFault(b, CASE_PROJECTION, eventId, v === k) : { status: 'PROCESSED' as const };
+    const p = projectionFaulted ? { status: 'PROCESSED' as const } : planFault(b, CASE_PROJECTION, eventId, v === k);
+    projectionFaulted ||= b.faults.get(CASE_PROJECTION)!.has(eventId);
     expect(b, CASE_PROJECTION, eventId, p);
     if (p.status === 'PROCESSED') projection = { status: statusOfVersion(v), version: v };
 

@@ -50,7 +50,7 @@ export interface LocalOptions {
 }
 
 export const DEFAULT_OPTIONS: LocalOptions = {
-  events: 3_000,
+  events: 4_000,
   partitions: 4,
   seed: 1,
   duplicateRate: 0.05,
@@ -60,7 +60,7 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   transientRate: 0.03,
   permanentRate: 0.01,
   redeliveryRate: 0.05,
-  infraFailureRate: 0.02,
+  infraFailureRate: 0.05,
   crashes: 2,
   workers: 2,
   batchSize: 100,

@@ -57,11 +57,17 @@ export interface LocalRunResult {
   kept?: { url: string; embedded: boolean; stop(): Promise<void> };
 }
 
-/** One Lambda invocation's budget, as the worker and reaper see it. */
-const INVOCATION_MS = 5_000;
+/**
+ * One scheduled invocation's budget, as the worker and reaper see it. The worker drains
+ * until nothing is due, so the budget only bounds a long drain; it must leave room for the
+ * safety margin and for leases long enough to outlast a batch on a busy machine.
+ */
+const INVOCATION_MS = 30_000;
 const OBSERVE_MS = 200;
 const CRASH_LEASE_SECONDS = 2;
 const CRASH_CLAIM_LIMIT = 20;
+
+const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -95,9 +101,9 @@ function configFor(url: string, options: LocalOptions): Config {
     DB_POOL_MAX: '4',
     DB_CONNECT_TIMEOUT_SECONDS: '2',
     WORKER_BATCH_SIZE: '100',
-    WORKER_SAFETY_MARGIN_MS: '500',
+    WORKER_SAFETY_MARGIN_MS: '3000',
     LEASE_SECONDS: '10',
-    REAPER_SAFETY_MARGIN_MS: '500',
+    REAPER_SAFETY_MARGIN_MS: '3000',
     LOG_LEVEL: options.logLevel,
     SERVICE_NAME: 'kafka-inbox-local',
   });
@@ -299,8 +305,10 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
       const mappingsDone = mappings.every((m) => m.mapping.done);
       // A crash: a worker claims rows under a short lease and dies before completing them.
-      if (crashesDone < options.crashes && snapshot.elapsedMs >= 500 * (crashesDone + 1)) {
-        const target = consumerNames[crashesDone % consumerNames.length]!;
+      // It waits for a backlog worth abandoning, or takes what is left once the mappings are done.
+      const target = consumerNames[crashesDone % consumerNames.length]!;
+      const targetDue = statuses.filter((s) => s.consumer_name === target).reduce((n, s) => n + s.due, 0);
+      if (crashesDone < options.crashes && (targetDue >= CRASH_CLAIM_LIMIT || mappingsDone)) {
         const rows = await claimDue(admin, {
           consumerName: target,
           owner: `local-crashed-worker:${crashesDone + 1}`,
@@ -360,13 +368,14 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const sum = (f: (s: (typeof ms)[number]) => number) => ms.reduce((n, s) => n + f(s), 0);
     out.write(`\n${summaryTable(summary)}\n\n`);
     out.write(
-      `Mappings: ${sum((s) => s.batches)} batches, ${sum((s) => s.records)} records delivered (${sum((s) => s.redelivered)} redelivered), ` +
-        `${sum((s) => s.injectedRedeliveries)} commits lost on purpose, ${sum((s) => s.infraFailures)} invocations with the database unreachable, ` +
-        `${sum((s) => s.reportedFailures)} partitions reported back, ${sum((s) => s.functionErrors)} function errors.\n`,
+      `Mappings: ${plural(sum((s) => s.batches), 'batch', 'batches')} of up to ${options.batchSize} records, ${plural(sum((s) => s.records), 'record')} delivered ` +
+        `(${sum((s) => s.redelivered).toLocaleString('en-US')} of them again), ${plural(sum((s) => s.injectedRedeliveries), 'commit')} lost on purpose, ` +
+        `${plural(sum((s) => s.infraFailures), 'invocation')} with the database unreachable → ${plural(sum((s) => s.reportedFailures), 'partition')} reported back ` +
+        `and redelivered, ${plural(sum((s) => s.functionErrors), 'function error')}.\n`,
     );
     out.write(
-      `Crashes: ${[...crashed.entries()].filter(([, ids]) => ids.length > 0).map(([c, ids]) => `${c} (${ids.length} rows)`).join(', ') || 'none'}; ` +
-        `lease ${CRASH_LEASE_SECONDS} s, then the reaper.\n`,
+      `Crashes: ${[...crashed.entries()].filter(([, ids]) => ids.length > 0).map(([c, ids]) => `${c} (${plural(ids.length, 'row')} abandoned)`).join(', ') || 'none'}; ` +
+        `their leases (${CRASH_LEASE_SECONDS} s) expired and the reaper returned them.\n`,
     );
     if (invocationErrors.size > 0) {
       out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);
