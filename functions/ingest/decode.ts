@@ -15,7 +15,7 @@
  * Nothing here logs or returns a value of the record except the raw value kept in the
  * poison row itself: error messages carry field paths and rules only.
  */
-import { normalizeEnvelope } from '../consumers/envelopes';
+import { normalizeEnvelope, type NormalizedEnvelope } from '../consumers/envelopes';
 import type { ConsumerDeclaration } from '../consumers/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
@@ -43,15 +43,20 @@ export interface DecodeLimits {
   maxPayloadBytes: number;
 }
 
-// Strict base64 as the ESM writes it: the standard alphabet, padded to a multiple of 4.
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 // A JSON escape that jsonb refuses: \u0000, or a surrogate (paired ones pass the walk below).
 const SUSPECT_ESCAPE = /\\u(?:0000|[dD][89abcdefABCDEF])/;
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
-function isBase64(s: string): boolean {
-  return s.length % 4 === 0 && BASE64.test(s);
+/**
+ * The bytes of strict base64 as the ESM writes it (standard alphabet, padded, canonical),
+ * or null. Checked by round trip: Node's decoder skips what it does not understand and
+ * accepts the URL-safe alphabet, so only re-encoding to the same text proves the decoding
+ * lost nothing. Cheaper than a pattern over the whole value, too.
+ */
+function decodeBase64(s: string): Buffer | null {
+  const bytes = Buffer.from(s, 'base64');
+  return bytes.toString('base64') === s ? bytes : null;
 }
 
 /** Text PostgreSQL stores as it is: no NUL, no unpaired surrogate. */
@@ -81,8 +86,9 @@ function replaceUnstorable(s: string): string {
 
 export function decodeKey(key: string | null | undefined): { recordKey: string | null; recordKeyEncoding: 'utf8' | 'base64' } {
   if (key === undefined || key === null) return { recordKey: null, recordKeyEncoding: 'utf8' };
-  if (!isBase64(key)) return { recordKey: replaceUnstorable(key), recordKeyEncoding: 'base64' };
-  const { text, encoding } = encodeBytes(Buffer.from(key, 'base64'), key);
+  const bytes = decodeBase64(key);
+  if (bytes === null) return { recordKey: replaceUnstorable(key), recordKeyEncoding: 'base64' };
+  const { text, encoding } = encodeBytes(bytes, key);
   return { recordKey: text, recordKeyEncoding: encoding };
 }
 
@@ -161,45 +167,30 @@ function timestampOf(record: KafkaRecord): number | null {
   return typeof record.timestamp === 'number' && Number.isFinite(record.timestamp) ? record.timestamp : null;
 }
 
-export function decodeRecord(
-  record: KafkaRecord,
+type Raw = { text: string | null; encoding: 'utf8' | 'base64' | 'none' };
+
+type ValueResult =
+  | { ok: true; envelope: NormalizedEnvelope; text: string }
+  | { ok: false; code: PoisonCode; message: string; raw: Raw };
+
+const fail = (code: PoisonCode, message: string, raw: Raw): ValueResult => ({ ok: false, code, message, raw });
+
+/** The value's steps, from the ESM's base64 to a normalized envelope. */
+function decodeValue(
+  value: string | null | undefined,
   consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>,
   limits: DecodeLimits,
-): Decoded {
-  const { recordKey, recordKeyEncoding } = decodeKey(record.key);
-  const headers = decodeHeaders(record.headers);
-  const poison = (
-    errorCode: PoisonCode,
-    errorMessage: string,
-    raw: { text: string | null; encoding: 'utf8' | 'base64' | 'none' },
-  ): Decoded => ({
-    kind: 'poison',
-    row: {
-      topic: record.topic,
-      partition: record.partition,
-      offset: record.offset,
-      recordKey,
-      recordKeyEncoding,
-      rawValue: raw.text,
-      rawEncoding: raw.encoding,
-      headers,
-      errorCode,
-      errorMessage,
-      recordTimestampMs: timestampOf(record),
-    },
-  });
-
-  const value = record.value;
+): ValueResult {
   if (value === undefined || value === null || value === '') {
-    return poison(PoisonCodes.TOMBSTONE, 'record has no value (tombstone)', { text: null, encoding: 'none' });
+    return fail(PoisonCodes.TOMBSTONE, 'record has no value (tombstone)', { text: null, encoding: 'none' });
   }
-  if (!isBase64(value)) {
+  const bytes = decodeBase64(value);
+  if (bytes === null) {
     // Kept exactly as the event carried it, so that an operator sees what arrived.
-    return poison(PoisonCodes.INVALID_BASE64, 'value is not valid base64', { text: replaceUnstorable(value), encoding: 'base64' });
+    return fail(PoisonCodes.INVALID_BASE64, 'value is not valid base64', { text: replaceUnstorable(value), encoding: 'base64' });
   }
-  const bytes = Buffer.from(value, 'base64');
   if (bytes.length > limits.maxPayloadBytes) {
-    return poison(
+    return fail(
       PoisonCodes.PAYLOAD_TOO_LARGE,
       `value is ${bytes.length} bytes, over the limit of ${limits.maxPayloadBytes}`,
       encodeBytes(bytes, value),
@@ -209,40 +200,80 @@ export function decodeRecord(
   try {
     text = utf8.decode(bytes);
   } catch {
-    return poison(PoisonCodes.INVALID_UTF8, 'value is not valid UTF-8', { text: value, encoding: 'base64' });
+    return fail(PoisonCodes.INVALID_UTF8, 'value is not valid UTF-8', { text: value, encoding: 'base64' });
   }
   // Everything below keeps the value as text unless it holds a NUL (text refuses it).
-  const raw = text.includes('\u0000') ? { text: value, encoding: 'base64' as const } : { text, encoding: 'utf8' as const };
+  const raw: Raw = text.includes('\u0000') ? { text: value, encoding: 'base64' } : { text, encoding: 'utf8' };
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);
   } catch {
     // Not the parser's message: it quotes the input.
-    return poison(PoisonCodes.INVALID_JSON, 'value is not valid JSON', raw);
+    return fail(PoisonCodes.INVALID_JSON, 'value is not valid JSON', raw);
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     const kind = parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`;
-    return poison(PoisonCodes.NOT_AN_OBJECT, `value is JSON ${kind}, not an object`, raw);
+    return fail(PoisonCodes.NOT_AN_OBJECT, `value is JSON ${kind}, not an object`, raw);
   }
   if (SUSPECT_ESCAPE.test(text)) {
     const at = findUnstorable(parsed, '');
     if (at !== null) {
-      return poison(PoisonCodes.UNSTORABLE_VALUE, `${at}: contains \\u0000 or an unpaired surrogate, which PostgreSQL cannot store`, raw);
+      return fail(PoisonCodes.UNSTORABLE_VALUE, `${at}: contains \\u0000 or an unpaired surrogate, which PostgreSQL cannot store`, raw);
     }
   }
   const result = normalizeEnvelope(consumer, parsed);
-  if (!result.ok) return poison(PoisonCodes.ENVELOPE_INVALID, result.message, raw);
-  const e = result.envelope;
+  if (!result.ok) return fail(PoisonCodes.ENVELOPE_INVALID, result.message, raw);
+  return { ok: true, envelope: result.envelope, text };
+}
+
+export function decodeRecord(
+  record: KafkaRecord,
+  consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>,
+  limits: DecodeLimits,
+): Decoded {
+  const { recordKey, recordKeyEncoding } = decodeKey(record.key);
+  const headers = decodeHeaders(record.headers);
+  const v = decodeValue(record.value, consumer, limits);
+  if (!v.ok) {
+    return {
+      kind: 'poison',
+      row: {
+        topic: record.topic,
+        partition: record.partition,
+        offset: record.offset,
+        recordKey,
+        recordKeyEncoding,
+        rawValue: v.raw.text,
+        rawEncoding: v.raw.encoding,
+        headers,
+        errorCode: v.code,
+        errorMessage: v.message,
+        recordTimestampMs: timestampOf(record),
+      },
+    };
+  }
+  const e = v.envelope;
   return {
     kind: 'valid',
     row: {
-      ...e,
+      eventId: e.eventId,
+      eventType: e.eventType,
+      eventVersion: e.eventVersion,
+      occurredAt: e.occurredAt,
+      producer: e.producer,
+      correlationId: e.correlationId,
+      causationId: e.causationId,
+      aggregateType: e.aggregateType,
+      aggregateId: e.aggregateId,
+      aggregateVersion: e.aggregateVersion,
+      partitionKey: e.partitionKey,
+      tenantId: e.tenantId,
       recordKey,
       recordKeyEncoding,
       topic: record.topic,
       partition: record.partition,
       offset: record.offset,
-      envelopeJson: text,
+      envelopeJson: v.text,
       headers,
     },
   };

@@ -1,0 +1,183 @@
+/**
+ * `npm run bench -- ingest [--records 20000] [--batch 500] [--rounds 3]`
+ *
+ * Records per second through the ingest handler (warm, 1 KiB payloads, 500-record MSK
+ * batches, one invocation after another as one container runs them), against the fastest
+ * way this table takes the same rows on this machine: one COPY of all of them. Also the
+ * bare set-based INSERT of pre-decoded rows, which shows what decoding costs.
+ *
+ * Each phase starts from an empty table (TRUNCATE) and runs `--rounds` times; the median
+ * is printed. Figures are as measured on a shared machine: compare ratios, not absolutes.
+ */
+import { parseArgs } from 'node:util';
+import { Logger } from '@aws-lambda-powertools/logger';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import postgres from 'postgres';
+import { getConsumer } from '../functions/consumers';
+import { decodeRecord } from '../functions/ingest/decode';
+import { createIngestHandler } from '../functions/ingest/ingest';
+import type { KafkaEvent } from '../functions/ingest/types';
+import { insertInboxBatch, type InboxInsert } from '../functions/inbox/insert-batch';
+import { TYPES, type Sql } from '../functions/lib/db';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../tools/embedded-postgres';
+import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
+
+// A benchmark's metrics go nowhere; Powertools would print them to stdout.
+process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
+
+const { values: args } = parseArgs({
+  options: {
+    records: { type: 'string', default: '20000' },
+    batch: { type: 'string', default: '500' },
+    rounds: { type: 'string', default: '3' },
+  },
+});
+const RECORDS = Number(args.records);
+const BATCH = Number(args.batch);
+const ROUNDS = Number(args.rounds);
+const PARTITIONS = 8;
+const TOPIC = 'regulatory.case.events.v1';
+const consumer = getConsumer('case-projection');
+
+function envelope(n: number) {
+  const caseId = `case_${n}`;
+  const payload = { caseId, acceptedAt: '2026-07-03T09:15:30Z', note: '' };
+  payload.note = 'x'.repeat(1024 - JSON.stringify(payload).length); // the payload is 1 KiB of JSON
+  return {
+    eventId: `evt_${n.toString().padStart(9, '0')}`,
+    eventType: 'regulatory.case.accepted.v1',
+    eventVersion: 1,
+    occurredAt: '2026-07-03T09:15:30Z',
+    producer: 'case-command-service',
+    correlationId: `corr_${n}`,
+    aggregateType: 'case',
+    aggregateId: caseId,
+    partitionKey: caseId,
+    payload,
+  };
+}
+
+/** COPY text format: backslash, tab, newline and carriage return escaped; \N for null. */
+function copyField(v: unknown): string {
+  if (v === null || v === undefined) return '\\N';
+  const s = typeof v === 'string' ? v : typeof v === 'object' ? JSON.stringify(v) : String(v);
+  return s.replace(/[\\\t\n\r]/g, (c) => (c === '\\' ? '\\\\' : c === '\t' ? '\\t' : c === '\n' ? '\\n' : '\\r'));
+}
+
+const COPY_COLUMNS = [
+  'consumer_name', 'event_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'aggregate_version',
+  'partition_key', 'record_key', 'tenant_id', 'topic_name', 'partition_no', 'offset_no', 'correlation_id',
+  'causation_id', 'producer', 'occurred_at', 'status', 'payload', 'headers',
+] as const;
+
+function copyLine(r: InboxInsert): string {
+  const payload = (JSON.parse(r.envelopeJson) as { payload: unknown }).payload;
+  return [
+    consumer.name, r.eventId, r.eventType, r.eventVersion, r.aggregateType, r.aggregateId, r.aggregateVersion,
+    r.partitionKey, r.recordKey, r.tenantId, r.topic, r.partition, r.offset, r.correlationId,
+    r.causationId, r.producer, r.occurredAt, 'RECEIVED', payload, r.headers,
+  ].map(copyField).join('\t') + '\n';
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+async function timed(fn: () => Promise<void>): Promise<number> {
+  const t = performance.now();
+  await fn();
+  return (performance.now() - t) / 1000;
+}
+
+let embedded: EmbeddedDatabase | undefined;
+const external = process.env.BENCH_DATABASE_URL;
+if (!external) {
+  console.log('starting embedded PostgreSQL…');
+  embedded = await startEmbeddedPostgres();
+}
+const sql = postgres(external || embedded!.url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+try {
+  await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+  const truncate = () => sql`truncate integration.consumer_inbox, integration.consumer_raw_poison`.then(() => undefined);
+
+  const records = spreadRecords({
+    topic: TOPIC,
+    partitions: PARTITIONS,
+    count: RECORDS,
+    value: (n) => envelope(n),
+    key: (n) => `case_${n}`,
+    headers: (n) => ({ traceparent: `00-${n.toString(16).padStart(32, '0')}-00f067aa0ba902b7-01` }),
+  });
+  const events: KafkaEvent[] = [];
+  for (let i = 0; i < records.length; i += BATCH) events.push(mskEvent(records.slice(i, i + BATCH)));
+  const decoded = events.map((e) =>
+    recordsOf(e).map((r) => {
+      const d = decodeRecord(r, consumer, { maxPayloadBytes: 256 * 1024 });
+      if (d.kind !== 'valid') throw new Error(`bench record ${r.offset} did not decode: ${d.row.errorCode}`);
+      return d.row;
+    }),
+  );
+  const copyText = decoded.flat().map(copyLine).join('');
+
+  const handler = createIngestHandler({
+    sql,
+    consumer,
+    config: { maxPayloadBytes: 256 * 1024 },
+    logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
+    metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
+  });
+  let request = 0;
+
+  const phases: Record<string, () => Promise<void>> = {
+    handler: async () => {
+      for (const e of events) {
+        const r = await handler(e, { awsRequestId: `bench-${++request}` });
+        if (r.batchItemFailures.length > 0) throw new Error('bench batch reported failures');
+      }
+    },
+    insert: async () => {
+      for (const rows of decoded) await sql.begin((tx) => insertInboxBatch(tx, consumer.name, rows));
+    },
+    copy: async () => {
+      const writable = await sql`copy integration.consumer_inbox (${sql(COPY_COLUMNS as unknown as string[])}) from stdin`.writable();
+      await new Promise<void>((resolve, reject) => {
+        writable.on('error', reject);
+        writable.on('finish', resolve);
+        writable.end(copyText);
+      });
+    },
+  };
+
+  // Warm up every path (JIT, plans, buffers), then measure from empty tables.
+  await truncate();
+  await handler(events[0]!, { awsRequestId: 'warm-up' });
+  await truncate();
+  const seconds: Record<string, number[]> = { handler: [], insert: [], copy: [] };
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const [name, run] of Object.entries(phases)) {
+      await truncate();
+      seconds[name]!.push(await timed(run));
+      const [row] = await sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_inbox`;
+      const n = row?.n;
+      if (n !== RECORDS) throw new Error(`${name} stored ${n} rows, expected ${RECORDS}`);
+    }
+  }
+
+  const rate = (name: string) => RECORDS / median(seconds[name]!);
+  const copyRate = rate('copy');
+  console.log(`\ningest benchmark: ${RECORDS} records, 1 KiB payloads, ${BATCH}-record batches over ${PARTITIONS} partitions, median of ${ROUNDS}`);
+  for (const name of ['handler', 'insert', 'copy']) {
+    console.log(
+      `  ${name.padEnd(8)} ${Math.round(rate(name)).toString().padStart(8)} records/s   ${(rate(name) / copyRate).toFixed(2)} × COPY`,
+    );
+  }
+  console.log(`\n  handler / COPY = ${(rate('handler') / copyRate).toFixed(2)}  (aim ≥ 0.5)`);
+  console.log('  handler: decode + validate + one INSERT … ON CONFLICT per batch in a transaction, via createIngestHandler');
+  console.log('  insert:  the same INSERT of pre-decoded rows (what decoding costs = insert − handler)');
+  console.log('  copy:    one COPY of all rows, pre-built text, into the same table and indexes');
+} finally {
+  await sql.end({ timeout: 5 });
+  await embedded?.stop();
+}
