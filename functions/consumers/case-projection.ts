@@ -1,6 +1,7 @@
 /** case-projection: keeps read_model.case_summary from the regulatory case events (seed 000). */
 import { z } from 'zod';
 import { AggregateVersionGapError, NonRetryableError } from '../lib/errors';
+import { defineBatchHandler } from './dispatch';
 import { defineHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from './types';
 
 export const CASE_EVENTS_TOPIC = 'regulatory.case.events.v1';
@@ -17,14 +18,24 @@ export const caseStatusChangedPayload = z.object({
   newStatus: z.string().min(1),
 });
 
-/** Seed 000's upsert, guarded by last_event_id so that a repeat is a no-op. */
-const accepted = defineHandler({
+/**
+ * Seed 000's upsert, guarded by last_event_id so that a repeat is a no-op. Set-based: the
+ * worker applies a whole batch of accepted events in one statement.
+ */
+const accepted = defineBatchHandler({
   payload: caseAcceptedPayload,
-  async handle(tx, event) {
+  async handleBatch(tx, events) {
+    const rows = events.map((e) => ({
+      case_id: e.payload.caseId,
+      accepted_at: e.payload.acceptedAt,
+      event_id: e.eventId,
+      version: e.aggregateVersion ?? 0,
+    }));
     await tx`
       insert into read_model.case_summary (case_id, case_status, accepted_at, last_event_id, last_aggregate_version, updated_at)
-      values (${event.payload.caseId}, 'ACCEPTED', ${event.payload.acceptedAt}, ${event.eventId},
-              ${event.aggregateVersion ?? 0}, now())
+      select e.case_id, 'ACCEPTED', e.accepted_at, e.event_id, e.version, now()
+      from json_to_recordset(${JSON.stringify(rows)}::text::json)
+           as e(case_id text, accepted_at timestamptz, event_id text, version bigint)
       on conflict (case_id) do update
       set case_status = excluded.case_status,
           accepted_at = excluded.accepted_at,

@@ -5,10 +5,37 @@
  * through) on failure, for the caller to classify with classifyError(). Used by the worker
  * and by the ingest function's inline mode, so both decide outcomes the same way.
  */
+import type { z } from 'zod';
 import { ErrorCodes, NonRetryableError } from '../lib/errors';
 import type { TransactionSql } from '../lib/db';
 import type { InboxRow } from '../inbox/types';
 import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
+
+/**
+ * A handler that can also apply many events in one set-based statement. The worker uses
+ * handleBatch for the events of one claimed batch (at most one per aggregate) on its fast
+ * path; if anything in the batch fails it falls back to handle() per event, each in its own
+ * savepoint. So handleBatch(events) must have exactly the effect of handle() per event.
+ */
+export interface BatchEventHandler<P = unknown> extends EventHandler<P> {
+  handleBatch(tx: TransactionSql, events: readonly InboxEvent<P>[]): Promise<void>;
+}
+
+/** Declare a set-based handler; handle(e) is handleBatch([e]), so the two cannot drift apart. */
+export function defineBatchHandler<S extends z.ZodType>(handler: {
+  payload: S;
+  handleBatch(tx: TransactionSql, events: readonly InboxEvent<z.output<S>>[]): Promise<void>;
+}): BatchEventHandler<z.output<S>> {
+  return {
+    payload: handler.payload as unknown as z.ZodType<z.output<S>>,
+    handleBatch: handler.handleBatch,
+    handle: (tx, event) => handler.handleBatch(tx, [event]),
+  };
+}
+
+export function isBatchHandler(handler: EventHandler<any>): handler is BatchEventHandler<any> {
+  return typeof (handler as Partial<BatchEventHandler>).handleBatch === 'function';
+}
 
 export type Resolution =
   | { kind: 'handler'; handler: EventHandler }
@@ -57,7 +84,7 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
 /** What a row needs to run: nothing (IGNORED), or its handler bound to the parsed payload. */
 export type PreparedDispatch =
   | { kind: 'ignored' }
-  | { kind: 'run'; run: (tx: TransactionSql) => Promise<void> };
+  | { kind: 'run'; run: (tx: TransactionSql) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
 
 /**
  * Resolve the handler and parse the payload, without touching the database. Throws the
@@ -77,7 +104,7 @@ export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): P
   }
   const event = toInboxEvent(row, parsed.data);
   const handler = resolution.handler;
-  return { kind: 'run', run: (tx) => handler.handle(tx, event) };
+  return { kind: 'run', run: (tx) => handler.handle(tx, event), handler, event };
 }
 
 /** Run the row's handler inside `tx`. Resolves to the status to record. */

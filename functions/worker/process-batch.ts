@@ -7,7 +7,8 @@
  *     settle what needs no database work: IGNORED, unknown type/version, invalid payload,
  *       attempt budget already spent
  *     fast path: one savepoint, every handler issued at once (postgres.js pipelines them on
- *       the transaction's connection), release
+ *       the transaction's connection; a set-based handler gets all its events in one call),
+ *       release
  *     slow path, only when something in the fast path failed: roll that savepoint back and
  *       run each row in its own savepoint, so a failed row rolls back only its own effects
  *     one set-based completeRows() for every outcome; release rows not started in time
@@ -23,8 +24,8 @@
  * takes at most one row per aggregate, and handlers touch their own aggregate's rows.
  */
 import { performance } from 'node:perf_hooks';
-import type { ConsumerDeclaration } from '../consumers/types';
-import { prepareDispatch } from '../consumers/dispatch';
+import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../consumers/types';
+import { isBatchHandler, prepareDispatch, type BatchEventHandler } from '../consumers/dispatch';
 import { outcomeForExhausted, outcomeForFailure } from '../consumers/outcome';
 import type { ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
@@ -64,6 +65,30 @@ export interface BatchContext {
 interface Runnable {
   row: ClaimedRow;
   run: (tx: TransactionSql) => Promise<void>;
+  handler: EventHandler<any>;
+  event: InboxEvent;
+}
+
+/**
+ * The fast path's units of work: the events of a set-based handler together (one
+ * statement for all of them), every other event on its own.
+ */
+function units(runnable: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
+  const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
+  const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
+  for (const r of runnable) {
+    if (isBatchHandler(r.handler)) {
+      const group = grouped.get(r.handler);
+      if (group === undefined) grouped.set(r.handler, [r]);
+      else group.push(r);
+    } else {
+      out.push({ rows: [r.row], run: r.run });
+    }
+  }
+  for (const [handler, group] of grouped) {
+    out.push({ rows: group.map((g) => g.row), run: (tx) => handler.handleBatch(tx, group.map((g) => g.event)) });
+  }
+  return out;
 }
 
 /** Thrown inside the fast path's savepoint to roll it back; never escapes this module. */
@@ -92,10 +117,11 @@ async function runFastPath(tx: TransactionSql, runnable: readonly Runnable[]): P
       // the savepoint is rolled back, or a slow handler's later statements would land
       // outside it.
       const results = await Promise.allSettled(
-        runnable.map(async ({ row, run }) => {
+        units(runnable).map(async ({ rows, run }) => {
           const started = performance.now();
           await run(sp);
-          durations.set(row.inbox_id, performance.now() - started);
+          const elapsed = performance.now() - started;
+          for (const row of rows) durations.set(row.inbox_id, elapsed);
         }),
       );
       if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
@@ -124,7 +150,7 @@ export async function processBatch(ctx: BatchContext, rows: readonly ClaimedRow[
       try {
         const prepared = prepareDispatch(ctx.consumer, row);
         if (prepared.kind === 'ignored') results.push({ row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 });
-        else runnable.push({ row, run: prepared.run });
+        else runnable.push({ row, run: prepared.run, handler: prepared.handler, event: prepared.event });
       } catch (error) {
         results.push({ row, outcome: failedOutcome(ctx, row, error), durationMs: 0 });
       }
