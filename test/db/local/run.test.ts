@@ -1,0 +1,133 @@
+/**
+ * The local run (`npm start`) end to end on a small stream, through the real ingest,
+ * worker and reaper, against a test database: its invariants hold and it says so; on a
+ * database that breaks them it fails, naming the check; as a child process its exit code
+ * follows.
+ */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { describe, expect, it } from 'vitest';
+import { runChecks } from '../../../tools/local/checks';
+import { generateStream } from '../../../tools/local/generator';
+import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options';
+import { DatabaseNotEmptyError, runLocal } from '../../../tools/local';
+import { createTestDatabase, useTestDatabase } from '../../helpers/db';
+
+const run = promisify(execFile);
+
+const SMALL: LocalOptions = {
+  ...DEFAULT_OPTIONS,
+  events: 300,
+  seed: 11,
+  poisonRate: 0.03,
+  invalidRate: 0.03,
+  transientRate: 0.05,
+  permanentRate: 0.03,
+  infraFailureRate: 0.1,
+  redeliveryRate: 0.1,
+  crashes: 1,
+  batchSize: 40,
+  tickMs: 100,
+  timeoutSeconds: 50,
+  logLevel: 'SILENT',
+};
+
+const CONSUMERS = ['case-projection', 'case-sla', 'notification-service'];
+
+describe('runLocal', async () => {
+  const db = await useTestDatabase();
+  let output = '';
+  const result = await runLocal(SMALL, { databaseUrl: db.url, out: { write: (t) => void (output += t) } });
+
+  it('passes every invariant check and exits 0', () => {
+    expect(result.checks.filter((c) => !c.ok)).toEqual([]);
+    expect(result.checks.length).toBe(12);
+    expect(result.exitCode).toBe(0);
+    expect(output).toContain('All 12 checks passed');
+  });
+
+  it('leaves every row final, one per consumer and event, and the poison captured', async () => {
+    const rows = await db.sql<{ consumer_name: string; status: string; n: number }[]>`
+      select consumer_name, status, count(*)::int as n from integration.consumer_inbox group by 1, 2`;
+    expect(rows.filter((r) => ['RECEIVED', 'RETRY_PENDING', 'PROCESSING'].includes(r.status))).toEqual([]);
+    const stream = generateStream(SMALL);
+    for (const consumer of CONSUMERS) {
+      const total = rows.filter((r) => r.consumer_name === consumer).reduce((n, r) => n + r.n, 0);
+      expect(total).toBe(stream.expected.get(consumer)!.size);
+    }
+    const [poison] = await db.sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_raw_poison`;
+    expect(poison!.n).toBe([...stream.poison.values()].reduce((n, p) => n + p.length, 0));
+    expect(poison!.n).toBeGreaterThan(0);
+  });
+
+  it('drove every path: redeliveries, unreachable database, retries, quarantines, a crash the reaper recovered', () => {
+    expect(output).toMatch(/with the database unreachable/);
+    const total = (k: 'duplicates' | 'retried' | 'quarantined' | 'reaped' | 'ignored') => result.consumers.reduce((n, c) => n + c[k], 0);
+    expect(total('duplicates')).toBeGreaterThan(0);
+    expect(total('retried')).toBeGreaterThan(0);
+    expect(total('quarantined')).toBeGreaterThan(0);
+    expect(total('ignored')).toBeGreaterThan(0);
+    expect(total('reaped')).toBeGreaterThan(0);
+    expect(result.consumers.map((c) => c.consumer)).toEqual(CONSUMERS);
+  });
+
+  it('refuses a database that already holds rows', async () => {
+    await expect(runLocal(SMALL, { databaseUrl: db.url, out: { write: () => {} } })).rejects.toBeInstanceOf(DatabaseNotEmptyError);
+  });
+
+  it('fails the checks, naming them, when the database breaks the invariants', async () => {
+    const stream = generateStream(SMALL);
+    const [job] = await db.sql<{ source_event_id: string }[]>`
+      delete from public.notification_jobs
+      where job_id = (select job_id from public.notification_jobs order by created_at limit 1)
+      returning source_event_id`;
+    await db.sql`
+      update integration.consumer_inbox
+      set status = 'PROCESSING', locked_by = 'test', locked_at = now(), lease_expires_at = now() + interval '1 hour'
+      where inbox_id = (select inbox_id from integration.consumer_inbox where consumer_name = 'case-sla' and status = 'PROCESSED' limit 1)`;
+    const checks = await runChecks(db.sql, stream, {
+      consumers: CONSUMERS,
+      lag: new Map(),
+      crashed: new Map(),
+      reaped: new Map(),
+      ingestInserted: new Map(CONSUMERS.map((c) => [c, stream.expected.get(c)!.size])),
+      ingestPoisoned: new Map(CONSUMERS.map((c) => [c, stream.poison.get(c)!.length])),
+      timedOut: false,
+    });
+    const failed = checks.filter((c) => !c.ok);
+    expect(failed.map((c) => c.name)).toEqual([
+      'every event processed once or quarantined for its injected reason',
+      'nothing left PROCESSING, RECEIVED or RETRY_PENDING',
+      'one notification job per payment, for its org_id',
+    ]);
+    expect(failed[2]!.detail).toContain(`${job!.source_event_id}: no notification job`);
+  });
+});
+
+describe('npm start as a child process', () => {
+  const script = new URL('../../../scripts/local.ts', import.meta.url).pathname;
+  const tsx = new URL('../../../node_modules/.bin/tsx', import.meta.url).pathname;
+
+  it('runs against DATABASE_URL and exits 0 with the summary', async () => {
+    const db = await createTestDatabase();
+    try {
+      const { stdout } = await run(tsx, [script, '--events', '120', '--seed', '5', '--crashes', '1', '--tick-ms', '100', '--log-level', 'silent'], {
+        env: { ...process.env, DATABASE_URL: db.url },
+        timeout: 55_000,
+      });
+      expect(stdout).toMatch(/case-projection\s+\d+/);
+      expect(stdout).toContain('All 12 checks passed');
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('exits 2 naming a bad flag', async () => {
+    const error = await run(tsx, [script, '--events', 'many'], { env: process.env }).then(
+      () => undefined,
+      (e: { code?: number; stderr?: string }) => e,
+    );
+    expect(error?.code).toBe(2);
+    expect(error?.stderr).toContain('--events many');
+  });
+});
