@@ -19,6 +19,7 @@
  * hash join against the whole table. The outer condition repeats the state test, so a
  * row changed between the statement's snapshot and its lock is left alone.
  */
+import type postgres from 'postgres';
 import type { Queryable } from '../lib/db';
 import type { RetentionPolicy } from '../consumers/types';
 
@@ -65,35 +66,43 @@ export async function purgePayloads(q: Queryable, consumerName: string, policy: 
  * At most `limit` rows in all.
  */
 export async function deleteFinished(q: Queryable, consumerName: string, policy: RetentionPolicy, limit: number): Promise<number> {
-  const unpurged = await q`
+  const unpurged = await deletePastWindow(q, consumerName, policy, limit, q`payload_purged_at is null`, q`processed_at`);
+  if (unpurged >= limit) return unpurged;
+  const keptAfterPurgeDays = policy.dedupeWindowDays - effectivePayloadRetentionDays(policy);
+  const purged = await deletePastWindow(
+    q,
+    consumerName,
+    policy,
+    limit - unpurged,
+    q`payload_purged_at < now() - make_interval(days => ${keptAfterPurgeDays})`,
+    q`payload_purged_at`,
+  );
+  return unpurged + purged;
+}
+
+/** Delete up to `limit` finished rows past the dedupe window from one range of the finished index. */
+async function deletePastWindow(
+  q: Queryable,
+  consumerName: string,
+  policy: RetentionPolicy,
+  limit: number,
+  range: postgres.Fragment,
+  order: postgres.Fragment,
+): Promise<number> {
+  const result = await q`
     delete from integration.consumer_inbox
     where inbox_id = any(array(
         select inbox_id
         from integration.consumer_inbox
         where consumer_name = ${consumerName}
           and status in ('PROCESSED', 'IGNORED')
-          and payload_purged_at is null
+          and ${range}
           and processed_at < now() - make_interval(days => ${policy.dedupeWindowDays})
-        order by processed_at
+        order by ${order}
         limit ${limit}
         for update skip locked))
       and status in ('PROCESSED', 'IGNORED')`;
-  if (unpurged.count >= limit) return unpurged.count;
-  const keptAfterPurgeDays = policy.dedupeWindowDays - effectivePayloadRetentionDays(policy);
-  const purged = await q`
-    delete from integration.consumer_inbox
-    where inbox_id = any(array(
-        select inbox_id
-        from integration.consumer_inbox
-        where consumer_name = ${consumerName}
-          and status in ('PROCESSED', 'IGNORED')
-          and payload_purged_at < now() - make_interval(days => ${keptAfterPurgeDays})
-          and processed_at < now() - make_interval(days => ${policy.dedupeWindowDays})
-        order by payload_purged_at
-        limit ${limit - unpurged.count}
-        for update skip locked))
-      and status in ('PROCESSED', 'IGNORED')`;
-  return unpurged.count + purged.count;
+  return result.count;
 }
 
 /** Delete raw poison rows older than the poison retention. */
