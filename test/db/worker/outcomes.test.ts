@@ -231,6 +231,20 @@ describe('worker outcomes', () => {
     }
   });
 
+  it('a set-based batch that cannot apply as one statement falls back to one savepoint per event', async () => {
+    // Two aggregates whose events name the same case: one upsert cannot touch a row twice
+    // (SQLSTATE 21000), so the fast path fails and each event applies on its own.
+    const first = await insertInboxRow(sql, { aggregateId: 'agg_a', payload: { caseId: 'case_shared', acceptedAt: '2026-07-03T09:15:30Z' }, receivedSecondsAgo: 2 });
+    const second = await insertInboxRow(sql, { aggregateId: 'agg_b', payload: { caseId: 'case_shared', acceptedAt: '2026-07-04T09:15:30Z' }, receivedSecondsAgo: 1 });
+
+    const result = await work(sql, caseProjection);
+
+    expect(result).toMatchObject({ claimed: 2, processed: 2 });
+    expect(await inboxRow(sql, first.inbox_id)).toMatchObject({ status: 'PROCESSED' });
+    expect(await inboxRow(sql, second.inbox_id)).toMatchObject({ status: 'PROCESSED' });
+    expect(await summary('case_shared')).toMatchObject({ case_status: 'ACCEPTED', last_event_id: second.event_id });
+  });
+
   it('notification-service: the worker finishes rows the inline path left behind', async () => {
     const orgId = '0b7f3f9e-8a9c-4c43-9a51-2f3a1f1f5e11';
     const row = await insertInboxRow(sql, {
