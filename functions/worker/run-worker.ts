@@ -10,6 +10,7 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { claimDue } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
+import type { Outcome } from '../inbox/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError } from '../lib/errors';
@@ -42,6 +43,14 @@ export interface WorkerResult {
   /** Taken over by another owner after this worker's lease expired; left untouched. */
   lost: number;
 }
+
+/** Which count an outcome adds to. */
+const COUNTER = {
+  PROCESSED: 'processed',
+  IGNORED: 'ignored',
+  RETRY_PENDING: 'retried',
+  QUARANTINED: 'quarantined',
+} as const satisfies Record<Outcome['status'], keyof WorkerResult>;
 
 /** A random owner id for runs outside Lambda. */
 export function newOwnerId(prefix = 'worker'): string {
@@ -105,11 +114,7 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
         logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
         const outcomes = outcomesForFailedBatch(ctx, rows, error);
         const changed = new Set(await completeRows(sql, owner, outcomes));
-        for (const o of outcomes) {
-          if (!changed.has(o.inboxId)) continue;
-          if (o.status === 'RETRY_PENDING') result.retried += 1;
-          else if (o.status === 'QUARANTINED') result.quarantined += 1;
-        }
+        for (const o of outcomes) if (changed.has(o.inboxId)) result[COUNTER[o.status]] += 1;
         // An infrastructure failure will not clear up within this invocation.
         break;
       }
@@ -118,20 +123,7 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       result.lost += report.lost.length;
       for (const r of report.completed) {
         logRow(logger, consumer.name, r);
-        switch (r.outcome.status) {
-          case 'PROCESSED':
-            result.processed += 1;
-            break;
-          case 'IGNORED':
-            result.ignored += 1;
-            break;
-          case 'RETRY_PENDING':
-            result.retried += 1;
-            break;
-          case 'QUARANTINED':
-            result.quarantined += 1;
-            break;
-        }
+        result[COUNTER[r.outcome.status]] += 1;
         if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
           // Received → processed, on one clock: the database's age at claim plus our time since.
           metrics.addMetric(
