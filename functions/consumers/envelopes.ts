@@ -93,73 +93,72 @@ function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
     .join('; ');
 }
 
-function required(field: string, value: string | null | undefined, fallback: string | undefined): string | EnvelopeResult {
-  const v = value ?? fallback;
-  if (v === undefined || v === null) return { ok: false, message: `${field}: required (the envelope lacks it and the consumer declares no default)` };
-  return v;
-}
-
-function normalizeCanonical(value: unknown, defaults: Defaults): EnvelopeResult {
-  const parsed = canonical.safeParse(value);
-  if (!parsed.success) return { ok: false, message: describeIssues(parsed.error.issues) };
-  const e = parsed.data;
-  const producer = required('producer', e.producer, defaults.producer);
-  if (typeof producer !== 'string') return producer;
-  const aggregateType = required('aggregateType', e.aggregateType, defaults.aggregateType);
-  if (typeof aggregateType !== 'string') return aggregateType;
-  return {
-    ok: true,
-    envelope: {
-      eventId: e.eventId,
-      eventType: e.eventType,
-      eventVersion: e.eventVersion,
-      occurredAt: e.occurredAt,
-      producer,
-      correlationId: e.correlationId ?? null,
-      causationId: e.causationId ?? null,
-      aggregateType,
-      aggregateId: e.aggregateId,
-      aggregateVersion: e.aggregateVersion ?? null,
-      partitionKey: e.partitionKey ?? null,
-      tenantId: null,
-    },
-  };
-}
-
-function normalizeSnakeCase(value: unknown, defaults: Defaults): EnvelopeResult {
-  const parsed = snakeCase.safeParse(value);
-  if (!parsed.success) return { ok: false, message: describeIssues(parsed.error.issues) };
-  const e = parsed.data;
-  const producer = required('producer', e.producer, defaults.producer);
-  if (typeof producer !== 'string') return producer;
-  const aggregateType = required('aggregate_type', e.aggregate_type, defaults.aggregateType);
-  if (typeof aggregateType !== 'string') return aggregateType;
-  return {
-    ok: true,
-    envelope: {
-      // A uuid is one event whatever its letter case; the dedupe key must agree.
-      eventId: e.event_id.toLowerCase(),
-      eventType: e.event_type,
-      eventVersion: e.event_version,
-      occurredAt: e.occurred_at,
-      producer,
-      correlationId: e.correlation_id ?? null,
-      causationId: e.causation_id ?? null,
-      aggregateType,
-      aggregateId: e.aggregate_id,
-      aggregateVersion: e.aggregate_version ?? null,
-      partitionKey: e.partition_key ?? null,
-      tenantId: e.org_id?.toLowerCase() ?? null,
-    },
-  };
-}
-
-const NORMALIZERS: Record<Dialect, (value: unknown, defaults: Defaults) => EnvelopeResult> = {
-  canonical: normalizeCanonical,
-  snake_case: normalizeSnakeCase,
+/** A dialect's reading of the envelope; producer and aggregate type may still be missing. */
+type Read = Omit<NormalizedEnvelope, 'producer' | 'aggregateType'> & {
+  producer: string | null | undefined;
+  aggregateType: string | null | undefined;
 };
+
+function readCanonical(value: unknown): Read | string {
+  const parsed = canonical.safeParse(value);
+  if (!parsed.success) return describeIssues(parsed.error.issues);
+  const e = parsed.data;
+  return {
+    eventId: e.eventId,
+    eventType: e.eventType,
+    eventVersion: e.eventVersion,
+    occurredAt: e.occurredAt,
+    producer: e.producer,
+    correlationId: e.correlationId ?? null,
+    causationId: e.causationId ?? null,
+    aggregateType: e.aggregateType,
+    aggregateId: e.aggregateId,
+    aggregateVersion: e.aggregateVersion ?? null,
+    partitionKey: e.partitionKey ?? null,
+    tenantId: null,
+  };
+}
+
+function readSnakeCase(value: unknown): Read | string {
+  const parsed = snakeCase.safeParse(value);
+  if (!parsed.success) return describeIssues(parsed.error.issues);
+  const e = parsed.data;
+  return {
+    // A uuid is one event whatever its letter case; the dedupe key must agree.
+    eventId: e.event_id.toLowerCase(),
+    eventType: e.event_type,
+    eventVersion: e.event_version,
+    occurredAt: e.occurred_at,
+    producer: e.producer,
+    correlationId: e.correlation_id ?? null,
+    causationId: e.causation_id ?? null,
+    aggregateType: e.aggregate_type,
+    aggregateId: e.aggregate_id,
+    aggregateVersion: e.aggregate_version ?? null,
+    partitionKey: e.partition_key ?? null,
+    tenantId: e.org_id?.toLowerCase() ?? null,
+  };
+}
+
+const READERS: Record<Dialect, { read: (value: unknown) => Read | string; producer: string; aggregateType: string }> = {
+  canonical: { read: readCanonical, producer: 'producer', aggregateType: 'aggregateType' },
+  snake_case: { read: readSnakeCase, producer: 'producer', aggregateType: 'aggregate_type' },
+};
+
+const missing = (field: string): EnvelopeResult => ({
+  ok: false,
+  message: `${field}: required (the envelope lacks it and the consumer declares no default)`,
+});
 
 /** Validate a parsed JSON object against the consumer's dialect and normalize it. */
 export function normalizeEnvelope(consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>, value: unknown): EnvelopeResult {
-  return NORMALIZERS[consumer.dialect](value, consumer.envelopeDefaults ?? {});
+  const dialect = READERS[consumer.dialect];
+  const read = dialect.read(value);
+  if (typeof read === 'string') return { ok: false, message: read };
+  const defaults: Defaults = consumer.envelopeDefaults ?? {};
+  const producer = read.producer ?? defaults.producer;
+  if (producer === undefined) return missing(dialect.producer);
+  const aggregateType = read.aggregateType ?? defaults.aggregateType;
+  if (aggregateType === undefined) return missing(dialect.aggregateType);
+  return { ok: true, envelope: { ...read, producer, aggregateType } };
 }

@@ -16,28 +16,17 @@
  * The caller removes duplicate event ids inside one batch first (ON CONFLICT cannot
  * resolve the same key twice in one statement: SQLSTATE 21000).
  */
+import type { NormalizedEnvelope } from '../consumers/envelopes';
 import type { Queryable } from '../lib/db';
 import type { InboxRow } from './types';
 
-export interface InboxInsert {
-  eventId: string;
-  eventType: string;
-  eventVersion: number;
-  aggregateType: string;
-  aggregateId: string;
-  aggregateVersion: number | null;
-  partitionKey: string | null;
+/** A decoded record: its normalized envelope plus where it came from. */
+export interface InboxInsert extends NormalizedEnvelope {
   recordKey: string | null;
   recordKeyEncoding: 'utf8' | 'base64';
-  tenantId: string | null;
   topic: string;
   partition: number;
   offset: number;
-  correlationId: string | null;
-  causationId: string | null;
-  producer: string;
-  /** ISO-8601 with an offset. */
-  occurredAt: string;
   /** The record's JSON text (an object JSON.parse accepted); the row's payload is its `payload` member. */
   envelopeJson: string;
   headers: Record<string, unknown>;

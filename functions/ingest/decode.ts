@@ -252,22 +252,10 @@ export function decodeRecord(
       },
     };
   }
-  const e = v.envelope;
   return {
     kind: 'valid',
     row: {
-      eventId: e.eventId,
-      eventType: e.eventType,
-      eventVersion: e.eventVersion,
-      occurredAt: e.occurredAt,
-      producer: e.producer,
-      correlationId: e.correlationId,
-      causationId: e.causationId,
-      aggregateType: e.aggregateType,
-      aggregateId: e.aggregateId,
-      aggregateVersion: e.aggregateVersion,
-      partitionKey: e.partitionKey,
-      tenantId: e.tenantId,
+      ...v.envelope,
       recordKey,
       recordKeyEncoding,
       topic: record.topic,
