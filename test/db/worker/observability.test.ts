@@ -1,0 +1,84 @@
+/** The worker's log line per row and its metrics (seed 000); never a payload. */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
+import { describe, expect, it } from 'vitest';
+import { caseProjection } from '../../../functions/consumers/case-projection';
+import { ErrorCodes } from '../../../functions/lib/errors';
+import { MetricNames } from '../../../functions/lib/metric-names';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows } from '../../helpers/factories';
+import { work } from './support';
+
+const db = await useTestDatabase();
+const sql = db.sql;
+
+/** Records what the worker hands to its logger and metrics. */
+function recorders() {
+  const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
+  const metrics: { name: string; unit: string; value: number }[] = [];
+  const logAt = (level: string) => (message: string, fields: Record<string, unknown> = {}) => void lines.push({ level, message, fields });
+  const logger = { info: logAt('info'), warn: logAt('warn'), error: logAt('error'), debug: logAt('debug') } as unknown as Logger;
+  const metricsRecorder = {
+    addMetric: (name: string, unit: string, value: number) => void metrics.push({ name, unit, value }),
+  } as unknown as Metrics;
+  return { lines, metrics, logger, metricsRecorder };
+}
+
+describe('worker observability', () => {
+  it('logs consumer_inbox_processed per row with identifiers only, and counts outcomes', async () => {
+    const secret = 'SECRET-PAYLOAD-VALUE';
+    const [good, bad] = await insertInboxRows(sql, [
+      {
+        payload: { caseId: 'case_obs', acceptedAt: '2026-07-03T09:15:30Z', note: secret },
+        correlationId: 'corr_obs',
+        topic: 'regulatory.case.events.v1',
+        partition: 3,
+        offset: 120932,
+        receivedSecondsAgo: 2,
+      },
+      { payload: { caseId: 7, note: secret }, receivedSecondsAgo: 1 },
+    ]);
+    const r = recorders();
+
+    await work(sql, caseProjection, { logger: r.logger, metrics: r.metricsRecorder });
+
+    const rows = r.lines.filter((l) => l.message === 'consumer_inbox_processed');
+    expect(rows).toHaveLength(2);
+    const byEvent = (id: string) => rows.find((l) => l.fields.eventId === id);
+    expect(byEvent(good!.event_id)).toEqual({
+      level: 'info',
+      message: 'consumer_inbox_processed',
+      fields: {
+        event: 'consumer_inbox_processed',
+        consumerName: 'case-projection',
+        eventId: good!.event_id,
+        eventType: 'regulatory.case.accepted.v1',
+        aggregateId: 'case_obs',
+        topic: 'regulatory.case.events.v1',
+        partition: 3,
+        offset: 120932,
+        correlationId: 'corr_obs',
+        attemptCount: 1,
+        durationMs: expect.any(Number),
+        outcome: 'PROCESSED',
+      },
+    });
+    expect(byEvent(bad!.event_id)).toMatchObject({
+      level: 'error',
+      fields: { eventId: bad!.event_id, outcome: 'QUARANTINED', errorCode: ErrorCodes.PAYLOAD_INVALID },
+    });
+    expect(JSON.stringify(r.lines)).not.toContain(secret);
+
+    const counts = Object.fromEntries(r.metrics.filter((m) => m.unit === 'Count').map((m) => [m.name, m.value]));
+    expect(counts).toEqual({
+      [MetricNames.EventsProcessed]: 1,
+      [MetricNames.EventsRetried]: 0,
+      [MetricNames.EventsQuarantined]: 1,
+      [MetricNames.EventsIgnored]: 0,
+    });
+    const latency = r.metrics.filter((m) => m.name === MetricNames.ProcessingLatency);
+    expect(latency).toHaveLength(1);
+    // Received two seconds ago by the database's clock.
+    expect(latency[0]!.value).toBeGreaterThanOrEqual(2_000);
+  });
+});
