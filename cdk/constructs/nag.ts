@@ -29,3 +29,21 @@ export function arnFinding(resource: IConstruct, suffix: string): string {
   const stack = Stack.of(cfn);
   return `Resource::<${stack.resolve(stack.getLogicalId(cfn)) as string}.Arn>${suffix}`;
 }
+
+/**
+ * The finding text cdk-nag uses for an ARN built from tokens (pseudo parameters become
+ * `<AWS::Region>`, attributes `<Logical.Attr>`), e.g. for a formatArn(...) with a wildcard.
+ */
+export function resourceFinding(scope: IConstruct, arn: string): string {
+  const stack = Stack.of(scope);
+  const resolved = stack.resolve(arn) as unknown;
+  const render = (part: unknown): string => {
+    if (typeof part === 'string') return part;
+    const p = part as { Ref?: string; 'Fn::GetAtt'?: [string, string] };
+    if (p.Ref !== undefined) return `<${p.Ref}>`;
+    if (p['Fn::GetAtt'] !== undefined) return `<${p['Fn::GetAtt'][0]}.${p['Fn::GetAtt'][1]}>`;
+    throw new Error(`cannot render ${JSON.stringify(part)} as a cdk-nag finding`);
+  };
+  const join = (resolved as { 'Fn::Join'?: [string, unknown[]] })['Fn::Join'];
+  return `Resource::${join === undefined ? render(resolved) : join[1].map(render).join(join[0])}`;
+}

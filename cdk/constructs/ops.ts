@@ -8,6 +8,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
+import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';
 
 export interface OpsProps {
@@ -31,14 +32,47 @@ export class Ops extends Construct {
       environment: {
         WORKER_SCHEDULES: Stack.of(this).toJsonString(names),
         SCHEDULE_GROUP_NAME: props.schedules.group.scheduleGroupName,
+        // schedule-replay: the one-time schedules invoke this function through this role.
+        // The function's own ARN comes from its invocation context (in the environment it
+        // would be a circular reference).
+        SCHEDULER_ROLE_ARN: props.schedules.role.roleArn,
       },
     });
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
-        actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule', 'scheduler:CreateSchedule', 'scheduler:DeleteSchedule'],
+        actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'],
         resources: Object.values(props.workerSchedules).map((s) => s.scheduleArn),
       }),
     );
+    // One-time replay schedules are named ops-replay-* in the inbox's group; nothing else.
+    const replaySchedules = Stack.of(this).formatArn({
+      service: 'scheduler',
+      resource: 'schedule',
+      resourceName: `${props.schedules.group.scheduleGroupName}/ops-replay-*`,
+    });
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['scheduler:CreateSchedule', 'scheduler:DeleteSchedule', 'scheduler:GetSchedule'],
+        resources: [replaySchedules],
+      }),
+    );
+    acknowledge(this.function, [
+      {
+        id: 'AwsSolutions-IAM5',
+        reason:
+          'schedule-replay creates one-time schedules with generated names; the wildcard is limited to the ops-replay- prefix inside the inbox schedule group.',
+        findings: [resourceFinding(this, replaySchedules)],
+      },
+    ]);
     props.schedules.role.grantPassRole(this.function.grantPrincipal);
+    // The scheduler role invokes this function when a one-time replay fires.
+    this.function.grantInvoke(props.schedules.role);
+    acknowledge(props.schedules.role, [
+      {
+        id: 'AwsSolutions-IAM5',
+        reason: 'The invoke grant covers the ops function and its versions (function-arn:*); the role can invoke nothing else.',
+        findings: [arnFinding(this.function, ':*')],
+      },
+    ]);
   }
 }

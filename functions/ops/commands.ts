@@ -58,6 +58,8 @@ export interface OpsDeps {
 export interface Invocation {
   source: 'cli' | 'lambda';
   defaultActor?: string | undefined;
+  /** The ops Lambda's own ARN (from its context): the target of a scheduled replay. */
+  invokedFunctionArn?: string | undefined;
 }
 
 const STATUSES: readonly InboxStatus[] = ['RECEIVED', 'PROCESSING', 'PROCESSED', 'RETRY_PENDING', 'QUARANTINED', 'IGNORED'];
@@ -499,9 +501,16 @@ export function atExpression(when: Date): string {
  * runs once, and a failure shows in the ops function's errors rather than repeating.
  */
 export async function scheduleReplay(deps: OpsDeps, args: CommandArgs<'schedule-replay'>, inv: Invocation) {
-  const { opsFunctionArn, schedulerRoleArn, groupName } = deps.config.scheduler;
+  const { schedulerRoleArn, groupName } = deps.config.scheduler;
+  // In AWS the ops function targets itself (its ARN comes from the invocation context: an
+  // ARN in its own environment would be a circular reference in the template); the CLI
+  // needs OPS_FUNCTION_ARN.
+  const opsFunctionArn = deps.config.scheduler.opsFunctionArn ?? inv.invokedFunctionArn;
   if (opsFunctionArn === undefined || schedulerRoleArn === undefined) {
-    throw new OpsError(OpsErrorCodes.NOT_CONFIGURED, 'schedule-replay needs OPS_FUNCTION_ARN and SCHEDULER_ROLE_ARN');
+    throw new OpsError(
+      OpsErrorCodes.NOT_CONFIGURED,
+      'schedule-replay needs SCHEDULER_ROLE_ARN, and OPS_FUNCTION_ARN when not run by the ops function',
+    );
   }
   const selection = selectionOf(deps, args);
   if (args.reason === undefined) {

@@ -70,7 +70,7 @@ interface HandlerLogger extends OpsLogger {
 
 /** The handler's logic with its dependencies given: tests call it with a test database. */
 export function createOpsHandler(resolveDeps: () => Promise<OpsDeps>, logger: HandlerLogger) {
-  return async (event: unknown, _context?: Pick<Context, 'awsRequestId'>): Promise<OpsResponse> => {
+  return async (event: unknown, context?: Pick<Context, 'awsRequestId' | 'invokedFunctionArn'>): Promise<OpsResponse> => {
     const e = (typeof event === 'object' && event !== null ? event : {}) as Record<string, unknown>;
     // Identifiers only: arguments may hold free text, and results may hold raw poison values.
     const trail = {
@@ -80,7 +80,11 @@ export function createOpsHandler(resolveDeps: () => Promise<OpsDeps>, logger: Ha
     };
     try {
       const deps = await resolveDeps();
-      const result = await runCommand({ ...deps, logger }, event, { source: 'lambda' });
+      const result = await runCommand({ ...deps, logger }, event, {
+        source: 'lambda',
+        // A qualified ARN (alias/version) would pin the schedule to it: target the function.
+        invokedFunctionArn: context?.invokedFunctionArn?.split(':').slice(0, 7).join(':'),
+      });
       logger.info('ops_command', { ...trail, ok: true });
       return { ok: true, command: String(e.command), result };
     } catch (error) {

@@ -1,7 +1,7 @@
 import { CreateScheduleCommand, SchedulerClient } from '@aws-sdk/client-scheduler';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { runCommand } from '../../../functions/ops/run';
+import { createOpsHandler, runCommand } from '../../../functions/ops/run';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { opsDeps, opsError, schedulerConfig } from './support';
@@ -12,6 +12,7 @@ const mock = mockClient(scheduler);
 const now = () => new Date('2026-07-03T09:00:00Z');
 const deps = opsDeps(db.sql, { scheduler, now });
 const cli = { source: 'cli' as const, defaultActor: 'alice' };
+const silentLogger = { info() {}, warn() {}, error() {} };
 
 beforeEach(async () => {
   mock.reset();
@@ -71,6 +72,31 @@ describe('schedule-replay', () => {
     // Scheduling changes no row and records no replay: the replay does, when it runs.
     expect(await db.sql`select count(*)::int as n from integration.consumer_inbox where status = 'QUARANTINED'`).toEqual([{ n: 3 }]);
     expect(await db.sql`select count(*)::int as n from integration.consumer_replay_audit`).toEqual([{ n: 0 }]);
+  });
+
+  it('in the ops Lambda, targets the function itself (its unqualified ARN from the context)', async () => {
+    await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
+    mock.on(CreateScheduleCommand).resolves({});
+    const lambdaDeps = opsDeps(db.sql, { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
+    const handler = createOpsHandler(async () => lambdaDeps, silentLogger);
+    const response = await handler(
+      { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'later', actor: 'bob' },
+      { awsRequestId: 'req-1', invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops-Fn:live' },
+    );
+    expect(response).toMatchObject({ ok: true });
+    expect(mock.commandCalls(CreateScheduleCommand)[0]!.args[0].input.Target!.Arn).toBe(
+      'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops-Fn',
+    );
+  });
+
+  it('from the CLI, without OPS_FUNCTION_ARN, refuses with NOT_CONFIGURED and creates nothing', async () => {
+    const cliDeps = opsDeps(db.sql, { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
+    const error = await opsError(
+      runCommand(cliDeps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'x' }, cli),
+      'NOT_CONFIGURED',
+    );
+    expect(error.message).toMatch(/OPS_FUNCTION_ARN when not run by the ops function/);
+    expect(mock.calls()).toHaveLength(0);
   });
 
   it('produces an input the ops function runs as an audited replay with source schedule', async () => {
