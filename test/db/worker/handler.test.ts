@@ -1,0 +1,41 @@
+/**
+ * The Lambda entry point, wired as in AWS: configuration from the environment at cold start,
+ * the shared client, the remaining time and request id from the context.
+ */
+import { afterAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../../functions/lib/config';
+import { getSql } from '../../../functions/lib/db';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows } from '../../helpers/factories';
+
+const db = await useTestDatabase();
+
+describe('worker handler', () => {
+  // The one place a test sets the environment: the module reads it at import, as at cold start.
+  process.env.DATABASE_URL = db.url;
+  process.env.CONSUMER_NAME = 'case-projection';
+  process.env.LOG_LEVEL = 'SILENT';
+  afterAll(async () => {
+    await (await getSql(loadConfig().database)).end({ timeout: 5 });
+  });
+
+  it('drains the configured consumer and returns the counts', async () => {
+    await insertInboxRows(db.sql, [
+      { payload: { caseId: 'case_h1', acceptedAt: '2026-07-03T09:15:30Z' } },
+      { payload: { caseId: 'case_h2', acceptedAt: '2026-07-03T09:15:30Z' } },
+      { consumerName: 'case-sla', payload: { caseId: 'case_h3', acceptedAt: '2026-07-03T09:15:30Z' } },
+    ]);
+    const { handler } = await import('../../../functions/worker/handler');
+
+    const result = await handler({}, { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 60_000 } as never);
+
+    expect(result).toEqual({ claimed: 2, processed: 2, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 });
+    const rows = await db.sql<{ consumer_name: string; status: string }[]>`
+      select consumer_name, status from integration.consumer_inbox order by consumer_name, status`;
+    expect(rows).toEqual([
+      { consumer_name: 'case-projection', status: 'PROCESSED' },
+      { consumer_name: 'case-projection', status: 'PROCESSED' },
+      { consumer_name: 'case-sla', status: 'RECEIVED' },
+    ]);
+  });
+});
