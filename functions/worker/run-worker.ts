@@ -10,6 +10,7 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { claimDue } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
+import { releaseClaimed } from '../inbox/release-claimed';
 import type { Outcome } from '../inbox/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
@@ -91,12 +92,16 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     safetyMarginMs,
     ...(deps.random ? { random: deps.random } : {}),
   };
+  const lost: string[] = [];
   const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
 
   try {
-    while (deps.remainingMs() > safetyMarginMs) {
-      // The lease ends no later than this invocation does.
-      const lease = Math.min(leaseSeconds, deps.remainingMs() / 1000);
+    for (;;) {
+      // One reading per claim: the lease ends no later than this invocation does, and is
+      // never shorter than the safety margin.
+      const left = deps.remainingMs();
+      if (left <= safetyMarginMs) break;
+      const lease = Math.min(leaseSeconds, left / 1000);
       const rows = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, leaseSeconds: lease });
       if (rows.length === 0) break;
       const claimedAt = performance.now();
@@ -121,6 +126,7 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
 
       result.released += report.released.length;
       result.lost += report.lost.length;
+      lost.push(...report.lost.map((r) => r.inbox_id));
       for (const r of report.completed) {
         logRow(logger, consumer.name, r);
         result[COUNTER[r.outcome.status]] += 1;
@@ -138,6 +144,10 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       }
       if (report.released.length > 0) break; // out of time
     }
+    // Rows whose lease ran out before their batch began were never started. Any still
+    // PROCESSING under this owner (nobody took them over) go back now rather than wait
+    // for the reaper: a normal return leaves nothing it claimed in PROCESSING.
+    await releaseClaimed(sql, owner, lost);
   } finally {
     count(metrics, MetricNames.EventsProcessed, result.processed);
     count(metrics, MetricNames.EventsRetried, result.retried);
