@@ -23,9 +23,10 @@
  *   lock, so it never pins a session behind RDS Proxy (no session advisory lock). The claim
  *   statement runs after the lock is granted, so its snapshot sees every earlier claim.
  *
- * - Cost stays bounded by the batch, not by the backlog: the oldest `window` due rows are
- *   read from a partial index in arrival order, their aggregates picked, and each picked
- *   aggregate's first due row found by a second partial index.
+ * - Cost stays bounded by the batch, not by the backlog: the oldest `window` due rows of
+ *   aggregates not in flight are read from a partial index in arrival order, their
+ *   aggregates picked, and each picked aggregate's first due row found by a second partial
+ *   index. A hot aggregate's window-filling backlog costs one batch slot, not the batch.
  */
 import type { Sql } from '../lib/db';
 import type { InboxRow } from './types';
@@ -58,23 +59,25 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
         on conflict (consumer_name) do update set last_claim_at = now()`,
       tx<ClaimedRow[]>`
         with arrived as (
-          select aggregate_type, aggregate_id, received_at
-          from integration.consumer_inbox
-          where consumer_name = ${consumerName}
-            and status in ('RECEIVED', 'RETRY_PENDING')
-            and (next_attempt_at is null or next_attempt_at <= now())
-          order by received_at
+          select a.aggregate_type, a.aggregate_id, a.received_at
+          from integration.consumer_inbox a
+          where a.consumer_name = ${consumerName}
+            and a.status in ('RECEIVED', 'RETRY_PENDING')
+            and (a.next_attempt_at is null or a.next_attempt_at <= now())
+            -- Before the limit: a backlog of one aggregate in flight must not fill the
+            -- window and hide every other aggregate's rows behind it.
+            and not exists (
+              select 1 from integration.consumer_inbox p
+              where p.consumer_name = ${consumerName}
+                and p.status = 'PROCESSING'
+                and p.aggregate_type = a.aggregate_type
+                and p.aggregate_id = a.aggregate_id)
+          order by a.received_at
           limit ${window}
         ),
         aggregates as (
           select a.aggregate_type, a.aggregate_id, min(a.received_at) as first_received_at
           from arrived a
-          where not exists (
-            select 1 from integration.consumer_inbox p
-            where p.consumer_name = ${consumerName}
-              and p.status = 'PROCESSING'
-              and p.aggregate_type = a.aggregate_type
-              and p.aggregate_id = a.aggregate_id)
           group by a.aggregate_type, a.aggregate_id
           order by first_received_at
           limit ${limit}

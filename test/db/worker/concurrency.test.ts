@@ -197,6 +197,26 @@ describe('workers racing', () => {
     expect(c).toEqual({ case_status: 'CLOSED', last_aggregate_version: 4 });
   });
 
+  it('a backlog of one aggregate in flight does not hide other aggregates from the claim', async () => {
+    const hot = (v: number): InboxRowSpec => ({
+      aggregateId: 'case_hot',
+      aggregateVersion: v,
+      eventType: CASE_STATUS_CHANGED,
+      payload: { caseId: 'case_hot', newStatus: `S${v}` },
+      receivedSecondsAgo: 100 - v,
+    });
+    await insertInboxRows(sql, [
+      { ...hot(1), status: 'PROCESSING', lockedBy: 'someone-else' },
+      ...Array.from({ length: 50 }, (_, i) => hot(i + 2)),
+      { aggregateId: 'case_cold', payload: { caseId: 'case_cold', acceptedAt: '2026-07-03T09:15:30Z' } },
+    ]);
+
+    // A window of 4 × 5 = 20 rows: all 50 older rows belong to the aggregate in flight.
+    const claimed = await claimDue(sql, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 5, leaseSeconds: 60 });
+
+    expect(claimed.map((r) => r.aggregate_id)).toEqual(['case_cold']);
+  });
+
   it('two concurrent claims never take two rows of one aggregate', async () => {
     await insertInboxRows(sql, [1, 2, 3, 4].map((v) => ({
       aggregateId: 'case_one',
