@@ -8,7 +8,7 @@ import { ErrorCodes, NonRetryableError, RetryableError } from '../../../function
 import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
-import { inboxRow, one, variant, work } from './support';
+import { inboxRow, one, variant, withTrigger, work } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
@@ -166,17 +166,16 @@ describe('worker outcomes', () => {
   });
 
   it('classifies a database error raised in a handler statement by SQLSTATE, rolling back only that row', async () => {
-    await sql.unsafe(`
-      create or replace function pg_temp_raise_by_case() returns trigger language plpgsql as $$
-      begin
-        if new.case_id like 'case_raise_%' then
-          raise exception 'raised for the test' using errcode = substr(new.case_id, 12);
-        end if;
-        return new;
-      end $$;
-      create trigger raise_by_case after insert on read_model.case_summary
-        for each row execute function pg_temp_raise_by_case();`);
-    try {
+    const raiseBySqlState = {
+      name: 'raise_by_case',
+      on: 'read_model.case_summary',
+      when: 'after insert',
+      body: `if new.case_id like 'case_raise_%' then
+               raise exception 'raised for the test' using errcode = substr(new.case_id, 12);
+             end if;
+             return new;`,
+    };
+    await withTrigger(sql, raiseBySqlState, async () => {
       const transient = await insertInboxRow(sql, { payload: { caseId: 'case_raise_40001', acceptedAt: '2026-07-03T09:15:30Z' } });
       const data = await insertInboxRow(sql, { payload: { caseId: 'case_raise_22023', acceptedAt: '2026-07-03T09:15:30Z' } });
       const integrity = await insertInboxRow(sql, { payload: { caseId: 'case_raise_23514', acceptedAt: '2026-07-03T09:15:30Z' } });
@@ -195,22 +194,20 @@ describe('worker outcomes', () => {
       expect(await inboxRow(sql, fine.inbox_id)).toMatchObject({ status: 'PROCESSED' });
       const cases = await sql<{ case_id: string }[]>`select case_id from read_model.case_summary order by case_id`;
       expect(cases.map((c) => c.case_id)).toEqual(['case_fine']);
-    } finally {
-      await sql.unsafe(`drop trigger raise_by_case on read_model.case_summary; drop function pg_temp_raise_by_case()`);
-    }
+    });
   });
 
   it('a batch transaction that fails as a whole commits nothing and leaves its rows for retry', async () => {
     // The commit itself is refused (a deferred check raising a serialization failure, as a
     // SERIALIZABLE commit can): nothing of the batch may apply, and every row is retried.
-    await sql.unsafe(`
-      create or replace function pg_temp_refuse_commit() returns trigger language plpgsql as $$
-      begin
-        raise exception 'refused at commit for the test' using errcode = '40001';
-      end $$;
-      create constraint trigger refuse_commit after insert on read_model.case_summary
-        deferrable initially deferred for each row execute function pg_temp_refuse_commit();`);
-    try {
+    const refuseCommit = {
+      name: 'refuse_commit',
+      on: 'read_model.case_summary',
+      when: 'after insert',
+      deferred: true,
+      body: `raise exception 'refused at commit for the test' using errcode = '40001';`,
+    };
+    await withTrigger(sql, refuseCommit, async () => {
       const rows = [
         await insertInboxRow(sql, { payload: { caseId: 'case_lost_1', acceptedAt: '2026-07-03T09:15:30Z' } }),
         await insertInboxRow(sql, { payload: { caseId: 'case_lost_2', acceptedAt: '2026-07-03T09:15:30Z' } }),
@@ -226,9 +223,7 @@ describe('worker outcomes', () => {
       }
       const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
       expect(n).toBe(0);
-    } finally {
-      await sql.unsafe(`drop trigger refuse_commit on read_model.case_summary; drop function pg_temp_refuse_commit()`);
-    }
+    });
   });
 
   it('a set-based batch that cannot apply as one statement falls back to one savepoint per event', async () => {

@@ -81,3 +81,29 @@ export async function one<T>(query: PromiseLike<readonly T[]>): Promise<T> {
   if (row === undefined) throw new Error('query returned no row');
   return row;
 }
+
+export interface TriggerSpec {
+  name: string;
+  /** The table, schema-qualified. */
+  on: string;
+  /** e.g. 'after insert', 'before update'. */
+  when: string;
+  /** The plpgsql body between begin and end. */
+  body: string;
+  /** A constraint trigger checked at commit. */
+  deferred?: boolean;
+}
+
+/** Run `fn` with a row trigger in place (a database fault injected where the test chooses). */
+export async function withTrigger<T>(sql: Sql, spec: TriggerSpec, fn: () => Promise<T>): Promise<T> {
+  const { name, on, when, body, deferred = false } = spec;
+  await sql.unsafe(`
+    create function public.${name}() returns trigger language plpgsql as $$ begin ${body} end $$;
+    create ${deferred ? 'constraint ' : ''}trigger ${name} ${when} on ${on}
+      ${deferred ? 'deferrable initially deferred ' : ''}for each row execute function public.${name}();`);
+  try {
+    return await fn();
+  } finally {
+    await sql.unsafe(`drop trigger ${name} on ${on}; drop function public.${name}()`);
+  }
+}

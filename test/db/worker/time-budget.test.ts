@@ -5,7 +5,7 @@ import { defineHandler } from '../../../functions/consumers/types';
 import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
-import { one, variant, work, workerConfig } from './support';
+import { one, variant, withTrigger, work, workerConfig } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
@@ -57,15 +57,13 @@ describe('worker time budget', () => {
     await insertInboxRows(sql, accepted(9).map((spec, i) => ({ ...spec, receivedSecondsAgo: 100 - i })));
     // case_0 fails with a database error, so the batch's fast path fails and the per-row
     // path runs; it reads the remaining time before each row.
-    await sql.unsafe(`
-      create or replace function pg_temp_fail_case_0() returns trigger language plpgsql as $$
-      begin
-        if new.case_id = 'case_0' then raise exception 'no' using errcode = '22023'; end if;
-        return new;
-      end $$;
-      create trigger fail_case_0 after insert on read_model.case_summary
-        for each row execute function pg_temp_fail_case_0();`);
-    try {
+    const failCase0 = {
+      name: 'fail_case_0',
+      on: 'read_model.case_summary',
+      when: 'after insert',
+      body: `if new.case_id = 'case_0' then raise exception 'no' using errcode = '22023'; end if; return new;`,
+    };
+    await withTrigger(sql, failCase0, async () => {
       // Readings: one per claim, one before the fast path, then one per row in the per-row path.
       const result = await work(sql, caseProjection, { remainingMs: countdown(5), config: workerConfig({ batchSize: 10 }) });
 
@@ -75,25 +73,22 @@ describe('worker time budget', () => {
         { status: 'QUARANTINED', attempts: 1, n: 1 },
         { status: 'RECEIVED', attempts: 0, n: 6 },
       ]);
-    } finally {
-      await sql.unsafe(`drop trigger fail_case_0 on read_model.case_summary; drop function pg_temp_fail_case_0()`);
-    }
+    });
   });
 
   it('hands back, before returning, rows whose lease ran out before their batch began', async () => {
     // A trigger makes the claim's lease already expired for one row (as if the worker had
     // stalled between claim and batch): the batch's fence skips it as not ours any more.
-    await sql.unsafe(`
-      create or replace function pg_temp_expire_lease() returns trigger language plpgsql as $$
-      begin
-        if new.status = 'PROCESSING' and new.aggregate_id = 'case_stalled' then
-          new.lease_expires_at := now() - interval '1 second';
-        end if;
-        return new;
-      end $$;
-      create trigger expire_lease before update on integration.consumer_inbox
-        for each row execute function pg_temp_expire_lease();`);
-    try {
+    const expireLease = {
+      name: 'expire_lease',
+      on: 'integration.consumer_inbox',
+      when: 'before update',
+      body: `if new.status = 'PROCESSING' and new.aggregate_id = 'case_stalled' then
+               new.lease_expires_at := now() - interval '1 second';
+             end if;
+             return new;`,
+    };
+    await withTrigger(sql, expireLease, async () => {
       await insertInboxRows(sql, [{ payload: { caseId: 'case_stalled', acceptedAt: '2026-07-03T09:15:30Z' } }, ...accepted(2)]);
 
       const result = await work(sql, caseProjection);
@@ -104,9 +99,7 @@ describe('worker time budget', () => {
       expect(stalled).toEqual({ status: 'RECEIVED', attempt_count: 0, locked_by: null });
       const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary where case_id = 'case_stalled'`);
       expect(n).toBe(0);
-    } finally {
-      await sql.unsafe(`drop trigger expire_lease on integration.consumer_inbox; drop function pg_temp_expire_lease()`);
-    }
+    });
   });
 
   it('caps the lease at the time the invocation has left', async () => {
