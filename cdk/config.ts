@@ -112,6 +112,8 @@ const stageSchema = z
       .object({
         intervalMinutes: int(1, 60).default(1),
         timeoutSeconds: int(10, 900).default(120),
+        /** The reaper starts no batch this close to its deadline. */
+        safetyMarginSeconds: int(1, 300).default(10),
         batchSize: int(1, 100_000).default(1_000),
       })
       .prefault({}),
@@ -204,6 +206,11 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     if (!known.has(name)) {
       problems.push(`stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
     }
+  }
+
+  // A reaper whose timeout is not above its safety margin would start no batch at all.
+  if (rest.reaper.timeoutSeconds <= rest.reaper.safetyMarginSeconds) {
+    problems.push(`stages.${stage}.reaper: timeoutSeconds must exceed reaper.safetyMarginSeconds (${rest.reaper.safetyMarginSeconds})`);
   }
 
   const consumers: ConsumerStageConfig[] = [];

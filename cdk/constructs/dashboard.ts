@@ -76,7 +76,7 @@ export class InboxDashboard extends Construct {
           title: `${c.name}: reaper`,
           width: W,
           height: H,
-          left: [sum(MetricNames.StaleLeasesReleased), sum(MetricNames.RowsPurged)],
+          left: [sum(MetricNames.StaleLeasesReleased), sum(MetricNames.RowsPurged), sum(MetricNames.PayloadsPurged)],
         }),
       );
     }

@@ -26,6 +26,7 @@ export class Reaper extends Construct {
       timeout: Duration.seconds(props.reaper.timeoutSeconds),
       environment: {
         REAPER_BATCH_SIZE: String(props.reaper.batchSize),
+        REAPER_SAFETY_MARGIN_MS: String(props.reaper.safetyMarginSeconds * 1000),
         LEASE_SECONDS: String(props.worker.leaseSeconds),
       },
     });

@@ -113,6 +113,16 @@ describe('schedules', () => {
     }
   });
 
+  it('gives the reaper a timeout above its safety margin, so a run does work', () => {
+    const [reaper, ...others] = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
+      String(f.Properties!.Description).startsWith('Kafka inbox reaper'),
+    );
+    expect(others).toHaveLength(0);
+    const margin = Number(reaper!.Properties!.Environment.Variables.REAPER_SAFETY_MARGIN_MS) / 1000;
+    expect(margin).toBeGreaterThan(0);
+    expect(reaper!.Properties!.Timeout).toBeGreaterThan(margin);
+  });
+
   it('gives each worker a timeout that ends well inside its lease', () => {
     const workers = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
       String(f.Properties!.Description).startsWith('Kafka inbox worker'),

@@ -56,6 +56,12 @@ describe('stage configuration', () => {
     expect(message).toContain('consumer group "case-projection" is also used by case-projection/');
   });
 
+  it('refuses a reaper timeout that leaves no time above its safety margin', () => {
+    expect(configError({ msk: { createDevCluster: true }, reaper: { timeoutSeconds: 10 } }).message).toContain(
+      'stages.test.reaper: timeoutSeconds must exceed reaper.safetyMarginSeconds (10)',
+    );
+  });
+
   it('refuses an out-of-range ESM setting', () => {
     expect(configError({ msk: { createDevCluster: true }, consumerDefaults: { maxRecordAgeSeconds: 30 } }).message).toContain(
       'stages.test.consumerDefaults.maxRecordAgeSeconds',
