@@ -12,9 +12,16 @@
  * - Per-aggregate serialization (DESIGN.md §6.4). A claim takes at most ONE row per
  *   (aggregate_type, aggregate_id), and none of an aggregate that already has a PROCESSING
  *   row (live or expired lease: an expired one may still sit in a batch transaction that is
- *   about to commit; the reaper returns it). Of an aggregate's due rows it takes the lowest
- *   aggregate_version (then the oldest), so out-of-order versions are claimed in version
- *   order and a gap is only met when a version is genuinely missing.
+ *   about to commit; the reaper returns it).
+ *
+ * - Head of line per aggregate. An aggregate's head is its first NON-TERMINAL row
+ *   (RECEIVED or RETRY_PENDING, due or not) by aggregate_version nulls last, then arrival.
+ *   The aggregate is claimed only when its head is due, and then only the head; later rows
+ *   wait behind it. Picking the first DUE row instead would let v4 overtake a v3 that is
+ *   backing off after a transient failure: v4 would meet a version gap and, after the
+ *   bounded wait, be quarantined although its predecessor was in the inbox all along (and
+ *   an unversioned event would simply be applied before an earlier one). So a gap is met
+ *   only when the predecessor is genuinely absent: not yet ingested, or QUARANTINED.
  *
  * - Two claimers could both see "nothing of aggregate X in flight" and each take a
  *   different row of X (SKIP LOCKED would let the second skip the first's row and take the
@@ -24,9 +31,16 @@
  *   statement runs after the lock is granted, so its snapshot sees every earlier claim.
  *
  * - Cost stays bounded by the batch, not by the backlog: the oldest `window` due rows of
- *   aggregates not in flight are read from a partial index in arrival order, their
- *   aggregates picked, and each picked aggregate's first due row found by a second partial
- *   index. A hot aggregate's window-filling backlog costs one batch slot, not the batch.
+ *   aggregates not in flight and whose head is due are read from a partial index in
+ *   arrival order, their aggregates picked, and each picked aggregate's head found by a
+ *   second partial index (one index descent per row, the head being the index's first
+ *   entry for the aggregate). A hot aggregate's window-filling backlog costs one batch
+ *   slot, not the batch; the rows of a blocked or in-flight aggregate are stepped over
+ *   before the window is cut, so they cannot hide the other aggregates.
+ *
+ * - The head is locked with SKIP LOCKED only after it has been chosen: a head locked by
+ *   someone else (an operator's replay, say) skips its aggregate for this claim rather
+ *   than letting the next row of that aggregate overtake it.
  */
 import type { Sql } from '../lib/db';
 import type { InboxRow } from './types';
@@ -64,14 +78,24 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
           where a.consumer_name = ${consumerName}
             and a.status in ('RECEIVED', 'RETRY_PENDING')
             and (a.next_attempt_at is null or a.next_attempt_at <= now())
-            -- Before the limit: a backlog of one aggregate in flight must not fill the
-            -- window and hide every other aggregate's rows behind it.
+            -- Before the limit: a backlog of one aggregate in flight or blocked behind a
+            -- head that is backing off must not fill the window and hide every other
+            -- aggregate's rows behind it.
             and not exists (
               select 1 from integration.consumer_inbox p
               where p.consumer_name = ${consumerName}
                 and p.status = 'PROCESSING'
                 and p.aggregate_type = a.aggregate_type
                 and p.aggregate_id = a.aggregate_id)
+            and (
+              select h.next_attempt_at is null or h.next_attempt_at <= now()
+              from integration.consumer_inbox h
+              where h.consumer_name = ${consumerName}
+                and h.aggregate_type = a.aggregate_type
+                and h.aggregate_id = a.aggregate_id
+                and h.status in ('RECEIVED', 'RETRY_PENDING')
+              order by h.aggregate_version nulls last, h.received_at
+              limit 1)
           order by a.received_at
           limit ${window}
         ),
@@ -82,8 +106,8 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
           order by first_received_at
           limit ${limit}
         ),
-        candidate as (
-          select c.inbox_id
+        head as (
+          select h.inbox_id
           from aggregates g
           cross join lateral (
             select d.inbox_id
@@ -92,11 +116,17 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
               and d.aggregate_type = g.aggregate_type
               and d.aggregate_id = g.aggregate_id
               and d.status in ('RECEIVED', 'RETRY_PENDING')
-              and (d.next_attempt_at is null or d.next_attempt_at <= now())
             order by d.aggregate_version nulls last, d.received_at
             limit 1
-            for update skip locked
-          ) c
+          ) h
+        ),
+        candidate as (
+          select i.inbox_id
+          from integration.consumer_inbox i
+          join head h on h.inbox_id = i.inbox_id
+          where i.status in ('RECEIVED', 'RETRY_PENDING')
+            and (i.next_attempt_at is null or i.next_attempt_at <= now())
+          for update of i skip locked
         )
         update integration.consumer_inbox i
         set status = 'PROCESSING',
@@ -107,6 +137,7 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
             updated_at = now()
         from candidate c
         where i.inbox_id = c.inbox_id
+          and i.status in ('RECEIVED', 'RETRY_PENDING')
         returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.event_version,
                   i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
                   i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,
