@@ -72,6 +72,17 @@ const NON_RETRYABLE_SQLSTATE_CLASSES: Record<string, string> = {
   '23': ErrorCodes.DB_INTEGRITY_VIOLATION,
 };
 
+/**
+ * Operator intervention (class 57) that ends the session: the connection is gone even
+ * though the error came from the server, so it is a connection loss, not a row's failure.
+ */
+const CONNECTION_TERMINATING_SQLSTATES = new Set([
+  '57P01', // admin_shutdown (pg_terminate_backend, server shutdown)
+  '57P02', // crash_shutdown
+  '57P03', // cannot_connect_now (starting up, failing over)
+  '57P05', // idle_session_timeout
+]);
+
 /** Error codes set by postgres.js and Node's sockets when the connection itself fails. */
 const CONNECTION_ERROR_CODES = new Set([
   'CONNECTION_CLOSED',
@@ -111,7 +122,7 @@ export function isConnectionError(error: unknown): boolean {
   const code = (error as { code?: unknown }).code;
   if (typeof code === 'string' && CONNECTION_ERROR_CODES.has(code)) return true;
   const state = sqlStateOf(error);
-  return state !== undefined && state.startsWith('08');
+  return state !== undefined && (state.startsWith('08') || CONNECTION_TERMINATING_SQLSTATES.has(state));
 }
 
 /**

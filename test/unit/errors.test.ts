@@ -42,6 +42,14 @@ describe('classifyError', () => {
     expect(classifyError(pgError('40P01', 'invalid input syntax (not really)')).retryable).toBe(true);
   });
 
+  it('treats a server-side session termination (57P01, 57P03) as a connection loss', () => {
+    for (const code of ['57P01', '57P03']) {
+      expect(classifyError(pgError(code))).toMatchObject({ retryable: true, code: ErrorCodes.DB_CONNECTION, sqlState: code });
+      expect(isInfrastructureError(pgError(code))).toBe(true);
+    }
+    expect(classifyError(pgError('57014')).code).toBe(ErrorCodes.DB_TRANSIENT);
+  });
+
   it('treats connection errors from postgres.js and sockets as retryable', () => {
     for (const code of ['CONNECTION_CLOSED', 'CONNECT_TIMEOUT', 'ECONNREFUSED', 'ECONNRESET']) {
       const error = Object.assign(new Error('x'), { code });
