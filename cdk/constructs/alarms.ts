@@ -1,6 +1,6 @@
 /**
  * The alarms (DESIGN.md §7), all sent to one SNS topic. Each description names its runbook
- * section (docs/runbook.md, folded into the README), so whoever is paged knows where to start.
+ * section in the README, so whoever is paged knows where to start.
  */
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -10,7 +10,7 @@ import { MetricNames } from '../../functions/lib/metric-names';
 import type { StageConfig } from '../config';
 import type { InboxMetrics, MonitoredConsumer, MonitoredFunction } from './monitoring';
 
-/** Runbook section titles, as they appear in docs/runbook.md ("## Runbook: <title>"). */
+/** Runbook section titles, as they appear in the README ("### Runbook: <title>"). */
 export const RUNBOOK = {
   quarantineDepth: 'Quarantine depth',
   poisonRecords: 'Poison records',

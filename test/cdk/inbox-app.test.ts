@@ -263,12 +263,12 @@ describe('observability', () => {
     const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
     const functionCount = CONSUMERS.length * 2 + 2; // ingest + worker per consumer, reaper, ops
     expect(alarms).toHaveLength(CONSUMERS.length * 5 + functionCount);
-    const runbook = readFileSync(new URL('../../docs/runbook.md', import.meta.url), 'utf8');
+    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
       const section = Object.values(RUNBOOK).find((title) => a.Properties!.AlarmDescription.includes(`"Runbook: ${title}"`));
       expect(section, a.Properties!.AlarmDescription).toBeDefined();
-      expect(runbook).toContain(`## Runbook: ${section}`);
+      expect(runbook).toContain(`### Runbook: ${section}\n`);
       bySection.set(section!, (bySection.get(section!) ?? 0) + 1);
       expect(a.Properties!.AlarmActions).toHaveLength(1);
     }
