@@ -14,7 +14,7 @@ import { releaseClaimed } from '../inbox/release-claimed';
 import type { Outcome } from '../inbox/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
-import { classifyError } from '../lib/errors';
+import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
 import { outcomesForFailedBatch, processBatch, type BatchContext, type RowResult } from './process-batch';
@@ -111,12 +111,20 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       try {
         report = await processBatch(ctx, rows);
       } catch (error) {
+        const c = classifyError(error);
+        logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
+        if (isConnectionError(error)) {
+          // The connection died under the batch: whether its COMMIT landed is unknown, and
+          // the database may be failing over. Write nothing more; the rows stay PROCESSING
+          // under this owner until their lease (capped at this invocation's end) expires
+          // and the reaper returns them, their attempt already counted by the claim. The
+          // invocation fails, so the outage is visible rather than a quiet empty run.
+          throw new RetryableError(ErrorCodes.DB_CONNECTION, 'database connection lost during a batch; its rows return when their leases expire', { cause: error });
+        }
         // The batch transaction failed as a whole: none of it committed. Record the failed
         // attempt (fenced: a commit that did land despite the error leaves nothing
         // PROCESSING to change). If that fails too, the database is unreachable: the
         // leases expire and the reaper returns the rows.
-        const c = classifyError(error);
-        logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
         const outcomes = outcomesForFailedBatch(ctx, rows, error);
         const changed = new Set(await completeRows(sql, owner, outcomes));
         for (const o of outcomes) if (changed.has(o.inboxId)) result[COUNTER[o.status]] += 1;
