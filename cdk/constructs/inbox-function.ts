@@ -46,6 +46,22 @@ export interface InboxFunctionProps {
 // ESM output: some dependencies still call require() for Node built-ins.
 const REQUIRE_BANNER = "import { createRequire as __createRequire } from 'node:module'; const require = __createRequire(import.meta.url);";
 
+/**
+ * How every function is bundled, in esbuild's terms. NodejsFunction takes them below, and
+ * test/db/bundles.test.ts builds the same bundles with esbuild and runs them, so what ships
+ * is what was run.
+ */
+export const BUNDLE = {
+  format: 'esm',
+  target: 'node24',
+  platform: 'node',
+  mainFields: ['module', 'main'],
+  minify: true,
+  banner: REQUIRE_BANNER,
+  // The runtime ships AWS SDK v3; bundling it would only add size.
+  external: ['@aws-sdk/*'],
+} as const;
+
 export class InboxFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: InboxFunctionProps) {
     const { platform } = props;
@@ -86,14 +102,13 @@ export class InboxFunction extends NodejsFunction {
       bundling: {
         forceDockerBundling: false,
         format: OutputFormat.ESM,
-        target: 'node24',
-        platform: 'node',
-        mainFields: ['module', 'main'],
-        minify: true,
+        target: BUNDLE.target,
+        platform: BUNDLE.platform,
+        mainFields: [...BUNDLE.mainFields],
+        minify: BUNDLE.minify,
         sourceMap: false,
-        banner: REQUIRE_BANNER,
-        // The runtime ships AWS SDK v3; bundling it would only add size.
-        externalModules: ['@aws-sdk/*'],
+        banner: BUNDLE.banner,
+        externalModules: [...BUNDLE.external],
         ...(props.commandHooks ? { commandHooks: props.commandHooks } : {}),
       },
     });

@@ -1,0 +1,143 @@
+/**
+ * The functions as they ship: each handler bundled with the CDK app's esbuild settings
+ * (ESM, minified, AWS SDK external), then imported and invoked in a fresh Node.js process
+ * against a real database — configured only through its environment, as in Lambda.
+ * Catches what unit tests cannot: module-format and bundling problems, cold-start
+ * configuration, and the migration function finding its bundled SQL files.
+ */
+import { execFile } from 'node:child_process';
+import { cp, mkdir, rm } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { build } from 'esbuild';
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { BUNDLE } from '../../cdk/constructs/inbox-function';
+import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import { mskEvent, mskRecord } from '../../tools/msk-events';
+import { useTestDatabase } from '../helpers/db';
+
+const run = promisify(execFile);
+const root = fileURLToPath(new URL('../../', import.meta.url));
+// Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
+// runtime's own copies would.
+const outDir = `${root}.tmp/bundles-${process.pid}`;
+const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate'] as const;
+type Fn = (typeof FUNCTIONS)[number];
+
+const db = await useTestDatabase();
+
+beforeAll(async () => {
+  await Promise.all(
+    FUNCTIONS.map((fn) =>
+      build({
+        entryPoints: [`${root}functions/${fn}/handler.ts`],
+        outfile: `${outDir}/${fn}/index.mjs`,
+        bundle: true,
+        logLevel: 'silent',
+        format: BUNDLE.format,
+        target: BUNDLE.target,
+        platform: BUNDLE.platform,
+        mainFields: [...BUNDLE.mainFields],
+        minify: BUNDLE.minify,
+        banner: { js: BUNDLE.banner },
+        external: [...BUNDLE.external],
+      }),
+    ),
+  );
+  // What the migrations construct's afterBundling hook does.
+  await mkdir(`${outDir}/migrate/migrations`, { recursive: true });
+  await cp(MIGRATIONS_DIR, `${outDir}/migrate/migrations`, { recursive: true });
+}, 120_000);
+
+afterAll(() => rm(outDir, { recursive: true, force: true }));
+
+async function invoke(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = db.url): Promise<any> {
+  const { stdout } = await run(
+    process.execPath,
+    [`${root}test/db/fixtures/invoke-bundle.mjs`, `${outDir}/${fn}/index.mjs`, JSON.stringify(event), '60000', `req-${fn}`],
+    {
+      cwd: root,
+      timeout: 60_000,
+      // The Lambda environment: no inheritance from the test process beyond PATH.
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
+    },
+  );
+  const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  expect(line, stdout).toBeDefined();
+  return JSON.parse(line!.slice('RESULT '.length));
+}
+
+const accepted = (caseId: string, eventId: string) => ({
+  eventId,
+  eventType: 'regulatory.case.accepted.v1',
+  eventVersion: 1,
+  occurredAt: '2026-07-03T09:15:30Z',
+  producer: 'case-command-service',
+  aggregateType: 'case',
+  aggregateId: caseId,
+  payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' },
+});
+
+describe('the bundled functions', () => {
+  it('migrate: applies the bundled migration files to an empty database, then finds nothing to do', async () => {
+    const adminUrl = inject('dbAdminUrl');
+    const name = `${db.name}_empty`;
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    await admin.unsafe(`create database "${name}"`);
+    try {
+      const emptyUrl = Object.assign(new URL(adminUrl), { pathname: `/${name}` }).toString();
+      const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
+      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0 });
+      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });
+    } finally {
+      await admin.unsafe(`drop database if exists "${name}" with (force)`);
+      await admin.end();
+    }
+  });
+
+  it('ingest → worker → reaper → ops: one batch stored, processed, reported', async () => {
+    const topic = 'regulatory.case.events.v1';
+    const event = mskEvent([
+      mskRecord({ topic, partition: 0, offset: 10, value: accepted('case_b1', 'evt_b1') }),
+      mskRecord({ topic, partition: 0, offset: 11, rawValue: Buffer.from('not json').toString('base64') }),
+      mskRecord({ topic, partition: 1, offset: 7, value: accepted('case_b2', 'evt_b2') }),
+    ]);
+    const consumer = { CONSUMER_NAME: 'case-projection' };
+
+    expect(await invoke('ingest', event, consumer)).toEqual({ batchItemFailures: [] });
+    expect(
+      await db.sql`select event_id, status from integration.consumer_inbox order by event_id`,
+    ).toEqual([
+      { event_id: 'evt_b1', status: 'RECEIVED' },
+      { event_id: 'evt_b2', status: 'RECEIVED' },
+    ]);
+    expect(await db.sql`select offset_no, error_code from integration.consumer_raw_poison`).toEqual([
+      { offset_no: 11, error_code: 'INVALID_JSON' },
+    ]);
+
+    expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({
+      claimed: 2,
+      processed: 2,
+      retried: 0,
+      quarantined: 0,
+      ignored: 0,
+    });
+    expect(await db.sql`select case_id, case_status from read_model.case_summary order by case_id`).toEqual([
+      { case_id: 'case_b1', case_status: 'ACCEPTED' },
+      { case_id: 'case_b2', case_status: 'ACCEPTED' },
+    ]);
+
+    expect(await invoke('reaper', { source: 'schedule' }, {})).toEqual({ released: 0, quarantined: 0, purged: 0 });
+
+    const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
+    expect(stats).toMatchObject({ ok: true, command: 'stats' });
+    expect(JSON.stringify(stats.result)).toContain('PROCESSED');
+  });
+
+  it('a function with a bad configuration fails its cold start naming the variable', async () => {
+    await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' })).rejects.toMatchObject({
+      stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
+    });
+  });
+});
