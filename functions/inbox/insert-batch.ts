@@ -2,12 +2,17 @@
  * Insert a batch of decoded records into the inbox with ONE statement:
  * `INSERT … SELECT … FROM json_to_recordset(…) ON CONFLICT (consumer_name, event_id) DO NOTHING`.
  *
- * - The whole batch travels as one JSON text parameter: one round trip whatever the
- *   batch size, and no 65k bind-parameter ceiling.
- * - The payload is taken by PostgreSQL from the record's own JSON text (`envelope -> 'payload'`),
- *   not re-serialized from JavaScript: numbers beyond 2^53 keep their exact value. That
- *   text was accepted by JSON.parse, so it is spliced into the parameter as a JSON value
- *   rather than escaped as a string: neither side pays to escape and unescape every payload.
+ * - The whole batch travels as two text parameters, zipped row by row with ROWS FROM: the
+ *   columns as one JSON array (json_to_recordset), and the records' own JSON texts joined
+ *   by U+001E (string_to_table). One round trip whatever the batch size, no 65k
+ *   bind-parameter ceiling.
+ * - The payload is taken by PostgreSQL from the record's own JSON text (`envelope::jsonb ->
+ *   'payload'`), not re-serialized from JavaScript: numbers beyond 2^53 keep their exact
+ *   value. Keeping the envelopes out of the JSON array matters: PostgreSQL's JSON lexer
+ *   would otherwise walk every envelope byte once for the array and once more for `->`
+ *   before jsonb parses the payload; split on a separator, each envelope is parsed once.
+ *   U+001E can never occur in JSON text that JSON.parse accepted (a raw control character
+ *   is refused inside strings and is not whitespace outside them), so the split is exact.
  * - Rows go in ordered by event_id. Two invocations inserting overlapping batches (the ESM
  *   redelivering while a slow invocation is still running) then take their unique-index
  *   locks in the same order, so they wait for each other instead of deadlocking.
@@ -75,27 +80,39 @@ export async function insertInboxBatchLeased(
     returning *`;
 }
 
+/** Between two records' JSON texts in the envelopes parameter; see the top of this file. */
+const SEPARATOR = '\u001e';
+
 function insertStatement(q: Queryable, consumerName: string, rows: readonly InboxInsert[], lease: InsertLease | null) {
-  const records = rows.map((r) => ({
-    event_id: r.eventId,
-    event_type: r.eventType,
-    event_version: r.eventVersion,
-    aggregate_type: r.aggregateType,
-    aggregate_id: r.aggregateId,
-    aggregate_version: r.aggregateVersion,
-    partition_key: r.partitionKey,
-    record_key: r.recordKey,
-    record_key_encoding: r.recordKeyEncoding,
-    tenant_id: r.tenantId,
-    topic_name: r.topic,
-    partition_no: r.partition,
-    offset_no: r.offset,
-    correlation_id: r.correlationId,
-    causation_id: r.causationId,
-    producer: r.producer,
-    occurred_at: r.occurredAt,
-    headers: r.headers,
-  }));
+  const records = new Array<object>(rows.length);
+  const envelopes = new Array<string>(rows.length);
+  for (let i = 0; i < rows.length; i++) {
+    const r = rows[i]!;
+    // Cannot happen for text JSON.parse accepted; checked because a stray separator would
+    // shift every later payload onto the wrong row.
+    if (r.envelopeJson.includes(SEPARATOR)) throw new Error(`record ${r.topic}-${r.partition}@${r.offset}: JSON text holds U+001E`);
+    envelopes[i] = r.envelopeJson;
+    records[i] = {
+      event_id: r.eventId,
+      event_type: r.eventType,
+      event_version: r.eventVersion,
+      aggregate_type: r.aggregateType,
+      aggregate_id: r.aggregateId,
+      aggregate_version: r.aggregateVersion,
+      partition_key: r.partitionKey,
+      record_key: r.recordKey,
+      record_key_encoding: r.recordKeyEncoding,
+      tenant_id: r.tenantId,
+      topic_name: r.topic,
+      partition_no: r.partition,
+      offset_no: r.offset,
+      correlation_id: r.correlationId,
+      causation_id: r.causationId,
+      producer: r.producer,
+      occurred_at: r.occurredAt,
+      headers: r.headers,
+    };
+  }
   const owner = lease?.owner ?? null;
   const leaseSeconds = lease?.leaseSeconds ?? null;
   return q`
@@ -112,24 +129,19 @@ function insertStatement(q: Queryable, consumerName: string, rows: readonly Inbo
            ${owner}::text,
            case when ${owner}::text is null then null else now() end,
            now() + make_interval(secs => ${leaseSeconds}::float8),
-           -- json, not jsonb: only the payload is converted, not the whole envelope.
-           (r.envelope -> 'payload')::jsonb,
+           r.envelope::jsonb -> 'payload',
            r.headers
-    from json_to_recordset(${recordsetJson(records, rows)}::text::json) as r(
-      event_id text, event_type text, event_version integer, aggregate_type text, aggregate_id text,
-      aggregate_version bigint, partition_key text, record_key text, record_key_encoding text, tenant_id text,
-      topic_name text, partition_no integer, offset_no bigint, correlation_id text, causation_id text,
-      producer text, occurred_at timestamptz, headers jsonb, envelope json)
+    from rows from (
+      json_to_recordset(${JSON.stringify(records)}::text::json) as (
+        event_id text, event_type text, event_version integer, aggregate_type text, aggregate_id text,
+        aggregate_version bigint, partition_key text, record_key text, record_key_encoding text, tenant_id text,
+        topic_name text, partition_no integer, offset_no bigint, correlation_id text, causation_id text,
+        producer text, occurred_at timestamptz, headers jsonb),
+      string_to_table(${envelopes.join(SEPARATOR)}::text, ${SEPARATOR}::text)
+    ) as r(
+      event_id, event_type, event_version, aggregate_type, aggregate_id, aggregate_version, partition_key,
+      record_key, record_key_encoding, tenant_id, topic_name, partition_no, offset_no, correlation_id,
+      causation_id, producer, occurred_at, headers, envelope)
     order by r.event_id collate "C"
     on conflict (consumer_name, event_id) do nothing`;
-}
-
-/** The rows as one JSON array, each row's envelope text spliced in as its `envelope` member. */
-function recordsetJson(records: readonly object[], rows: readonly InboxInsert[]): string {
-  const parts = new Array<string>(records.length);
-  for (let i = 0; i < records.length; i++) {
-    const head = JSON.stringify(records[i]);
-    parts[i] = `${head.slice(0, -1)},"envelope":${rows[i]!.envelopeJson}}`;
-  }
-  return `[${parts.join(',')}]`;
 }

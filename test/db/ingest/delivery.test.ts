@@ -135,3 +135,50 @@ describe('a large batch', () => {
     expect(statements).toBe(forSmall);
   });
 });
+
+describe('a batch without poison', () => {
+  it('is one statement, however large, and every row gets its own record payload and headers', async () => {
+    let statements = 0;
+    const counted = db.client({ max: 1, debug: () => void statements++ });
+    const ingest = ingestFor(counted, 'case-projection');
+    await ingest(mskEvent([mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 0, value: caseAccepted('evt-first') })])); // connects: type fetch
+    // Payloads of different lengths, with what JSON and the envelope split must carry through:
+    // quotes, backslashes, escaped control characters, non-ASCII, nesting, exact big numbers.
+    const note = (n: number) => `"q" \\ \n\t\u001e ü ✓ 𝄞 ${'y'.repeat(n % 7 === 0 ? 3000 : n)}`;
+    const records = spreadRecords({
+      topic: CASE_TOPIC,
+      partitions: 8,
+      count: 2000,
+      firstOffset: 10,
+      value: (n) => caseAccepted(`evt-${n}`, { aggregateId: `agg-${n}`, payload: { n, note: note(n), nested: { list: [n, { deep: `d${n}` }] } } }),
+      headers: (n) => ({ traceparent: `tp-${n}` }),
+    });
+    const event = mskEvent(records);
+    event.records[`${CASE_TOPIC}-3`]![5]!.value = Buffer.from(
+      JSON.stringify(caseAccepted('evt-big', { aggregateId: 'agg-big' })).replace('"payload":{', '"payload":{"amount":12345678901234567890.5,'),
+    ).toString('base64');
+
+    statements = 0;
+    const report = await ingest(event);
+
+    expect(report).toMatchObject({ inserted: 2000, poisoned: 0, strategy: 'direct' });
+    expect(statements).toBe(1);
+    const mismatched = await db.sql<{ event_id: string }[]>`
+      select event_id from integration.consumer_inbox
+      where event_id not in ('evt-first', 'evt-big')
+        and (payload is null or headers is null
+          or aggregate_id <> 'agg-' || (payload ->> 'n')
+          or 'evt-' || (payload ->> 'n') <> event_id
+          or payload -> 'nested' -> 'list' ->> 0 <> payload ->> 'n'
+          or headers ->> 'traceparent' <> 'tp-' || (payload ->> 'n'))`;
+    expect(mismatched).toEqual([]);
+    const notes = await db.sql<{ n: number; note: string }[]>`
+      select (payload ->> 'n')::int as n, payload ->> 'note' as note from integration.consumer_inbox
+      where event_id not in ('evt-first', 'evt-big') order by 1`;
+    expect(notes).toHaveLength(1999);
+    for (const row of notes) expect(row.note).toBe(note(row.n));
+    const [big] = await db.sql<{ aggregate_id: string; amount: string }[]>`
+      select aggregate_id, payload ->> 'amount' as amount from integration.consumer_inbox where event_id = 'evt-big'`;
+    expect(big).toEqual({ aggregate_id: 'agg-big', amount: '12345678901234567890.5' });
+  });
+});
