@@ -93,6 +93,20 @@ export function decodeKey(key: string | null | undefined): { recordKey: string |
 }
 
 /**
+ * The common header value (a trace id, a content type): short ASCII without NUL, read
+ * straight from the byte list. Anything else (non-ASCII, NUL, not a byte) returns null for
+ * the Buffer and TextDecoder path, which took a third of a millisecond per 500 records.
+ */
+function asciiText(bytes: readonly unknown[]): string | null {
+  if (bytes.length > 256) return null;
+  for (let i = 0; i < bytes.length; i++) {
+    const b = bytes[i] as number;
+    if ((b & 0x7f) !== b || b === 0) return null;
+  }
+  return String.fromCharCode.apply(null, bytes as number[]);
+}
+
+/**
  * Headers as a JSON object: name → UTF-8 string, or `{ "base64": "…" }` for a value that
  * is not storable text. A name repeated in the record (Kafka allows it) maps to an array
  * of its values in order. Names come from the event's JSON; an unstorable character in a
@@ -105,9 +119,12 @@ export function decodeHeaders(headers: KafkaRecord['headers']): Record<string, u
     if (typeof header !== 'object' || header === null) continue;
     for (const [rawName, rawValue] of Object.entries(header)) {
       const name = isStorableText(rawName) ? rawName : replaceUnstorable(rawName);
-      const bytes = Buffer.from(Array.isArray(rawValue) ? rawValue : []);
-      const text = storableUtf8(bytes);
-      const value = text ?? { base64: bytes.toString('base64') };
+      const byteList: unknown[] = Array.isArray(rawValue) ? rawValue : [];
+      let value: unknown = asciiText(byteList);
+      if (value === null) {
+        const bytes = Buffer.from(byteList as number[]);
+        value = storableUtf8(bytes) ?? { base64: bytes.toString('base64') };
+      }
       const existing = out[name];
       if (existing === undefined) out[name] = value;
       else if (Array.isArray(existing)) existing.push(value);

@@ -35,7 +35,7 @@ import { dispatch } from '../consumers/dispatch';
 import { outcomeForFailure } from '../consumers/outcome';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { completeRows } from '../inbox/complete';
-import { insertInboxBatch, insertInboxBatchLeased, type InboxInsert } from '../inbox/insert-batch';
+import { insertInboxBatchCount, insertInboxBatchLeased, type InboxInsert } from '../inbox/insert-batch';
 import { recordPoison, type PoisonInsert } from '../inbox/record-poison';
 import type { InboxRow, Outcome } from '../inbox/types';
 import type { Config } from '../lib/config';
@@ -219,7 +219,7 @@ export function createIngest(deps: IngestDependencies) {
     if (!options.splitting && !options.inline && poison.length === 0) {
       // The common batch: nothing else has to commit with the inbox rows, and one INSERT
       // is atomic by itself. One round trip instead of BEGIN, INSERT, COMMIT.
-      const inserted = (await insertInboxBatch(sql, consumer.name, valid)).length;
+      const inserted = await insertInboxBatchCount(sql, consumer.name, valid);
       return { inserted, poisoned: 0, poisonRecords: 0, outcomes: [] };
     }
     return sql.begin(async (tx) => {
@@ -232,7 +232,7 @@ export function createIngest(deps: IngestDependencies) {
           leased.push(...got);
           inserted += got.length;
         } else {
-          inserted += (await insertInboxBatch(q, consumer.name, rows)).length;
+          inserted += await insertInboxBatchCount(q, consumer.name, rows);
         }
       };
       const allPoison = [...poison];

@@ -134,6 +134,15 @@ describe('keys and headers', () => {
 
   it('decodes header byte arrays, repeated names in order', () => {
     expect(decodeHeaders([{ a: [104, 105] }, { a: [0xff] }, { b: [] }])).toEqual({ a: ['hi', { base64: '/w==' }], b: '' });
+    // The ASCII shortcut and the Buffer path agree on the edges: NUL, UTF-8, values that are not bytes.
+    expect(decodeHeaders([{ nul: [104, 0] }, { utf8: [0xc3, 0xa9] }, { wide: [300] }, { text: ['65'] }, { ctl: [9, 127] }])).toEqual({
+      nul: { base64: 'aAA=' },
+      utf8: 'é',
+      wide: ',',
+      text: 'A',
+      ctl: '\t\u007f',
+    });
+    expect(decodeHeaders([{ long: Array.from({ length: 300 }, () => 120) }])).toEqual({ long: 'x'.repeat(300) });
   });
 });
 
