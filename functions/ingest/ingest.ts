@@ -117,9 +117,15 @@ function dedupe(rows: InboxInsert[]): InboxInsert[] {
     const seen = byId.get(row.eventId);
     if (seen === undefined || row.offset < seen.offset) byId.set(row.eventId, row);
   }
-  // Sorted as the INSERT orders them (collate "C" ≈ code-unit order), so that bisect
-  // probes take their locks in the same order as a direct insert.
-  return [...byId.values()].sort((a, b) => (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0));
+  return [...byId.values()];
+}
+
+/**
+ * Sorted as the INSERT orders them (collate "C" ≈ code-unit order), so that bisect probes
+ * take their locks in the same order as a direct insert. The direct insert sorts in SQL.
+ */
+function byEventId(rows: readonly InboxInsert[]): InboxInsert[] {
+  return [...rows].sort((a, b) => (a.eventId < b.eventId ? -1 : a.eventId > b.eventId ? 1 : 0));
 }
 
 function asPoison(row: InboxInsert, errorCode: string, errorMessage: string): PoisonInsert {
@@ -271,11 +277,13 @@ export function createIngest(deps: IngestDependencies) {
     owner: string,
   ): Promise<Stored & { strategy: StoreStrategy }> {
     const inline = consumer.mode === 'inline';
+    let sorted: InboxInsert[] | undefined;
+    const ordered = () => (sorted ??= byEventId(valid));
     const rungs: Array<{ strategy: StoreStrategy; run: () => Promise<Stored>; after: (e: unknown) => boolean }> = [
       { strategy: 'direct', run: () => write(valid, poison, { splitting: false, inline, owner }), after: () => true },
-      { strategy: 'bisect', run: () => write(valid, poison, { splitting: true, inline, owner }), after: isDataError },
+      { strategy: 'bisect', run: () => write(ordered(), poison, { splitting: true, inline, owner }), after: isDataError },
       ...(inline
-        ? [{ strategy: 'deferred' as const, run: () => write(valid, poison, { splitting: true, inline: false, owner }), after: () => true }]
+        ? [{ strategy: 'deferred' as const, run: () => write(ordered(), poison, { splitting: true, inline: false, owner }), after: () => true }]
         : []),
       {
         strategy: 'poison-all',
