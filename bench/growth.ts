@@ -28,7 +28,7 @@ import { DEFAULTS } from '../functions/lib/config';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { runWorker } from '../functions/worker/run-worker';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../tools/embedded-postgres';
+import { benchServer } from './_server';
 
 const { values: args } = parseArgs({
   options: {
@@ -49,13 +49,8 @@ function median(xs: number[]): number {
   return s[Math.floor(s.length / 2)]!;
 }
 
-let embedded: EmbeddedDatabase | undefined;
-const external = process.env.BENCH_DATABASE_URL;
-if (!external) {
-  console.log('starting embedded PostgreSQL…');
-  embedded = await startEmbeddedPostgres();
-}
-const serverUrl = external || embedded!.url;
+const server = await benchServer();
+const serverUrl = server.url;
 const admin = postgres(serverUrl, { max: 1, onnotice: () => {} });
 const logger = new Logger({ serviceName: 'bench', logLevel: 'SILENT' });
 const metrics = new Metrics({ namespace: 'Bench', serviceName: 'bench' });
@@ -172,5 +167,5 @@ try {
     await admin.unsafe(`drop database if exists "${db.name}" with (force)`);
   }
   await admin.end({ timeout: 5 });
-  await embedded?.stop();
+  await server.stop();
 }

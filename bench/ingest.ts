@@ -20,7 +20,7 @@ import type { KafkaEvent } from '../functions/ingest/types';
 import { insertInboxBatchCount, type InboxInsert } from '../functions/inbox/insert-batch';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../tools/embedded-postgres';
+import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
 
 // A benchmark's metrics go nowhere; Powertools would print them to stdout.
@@ -91,13 +91,8 @@ async function timed(fn: () => Promise<void>): Promise<number> {
   return (performance.now() - t) / 1000;
 }
 
-let embedded: EmbeddedDatabase | undefined;
-const external = process.env.BENCH_DATABASE_URL;
-if (!external) {
-  console.log('starting embedded PostgreSQL…');
-  embedded = await startEmbeddedPostgres();
-}
-const sql = postgres(external || embedded!.url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+const server = await benchServer();
+const sql = postgres(server.url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
 try {
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
   const truncate = () => sql`truncate integration.consumer_inbox, integration.consumer_raw_poison`.then(() => undefined);
@@ -181,5 +176,5 @@ try {
   console.log('  copy:    one COPY of all rows, pre-built text, into the same table and indexes');
 } finally {
   await sql.end({ timeout: 5 });
-  await embedded?.stop();
+  await server.stop();
 }

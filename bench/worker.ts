@@ -17,7 +17,7 @@ import { getConsumer } from '../functions/consumers';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { newOwnerId, runWorker, type WorkerResult } from '../functions/worker/run-worker';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../tools/embedded-postgres';
+import { benchServer } from './_server';
 
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 
@@ -35,13 +35,8 @@ const WORKER_COUNTS = args.workers.split(',').map(Number);
 const ROUNDS = Number(args.rounds);
 const consumer = getConsumer('case-projection');
 
-let embedded: EmbeddedDatabase | undefined;
-const external = process.env.BENCH_DATABASE_URL;
-if (!external) {
-  console.log('starting embedded PostgreSQL…');
-  embedded = await startEmbeddedPostgres();
-}
-const url = external || embedded!.url;
+const server = await benchServer();
+const url = server.url;
 const sql = postgres(url, { max: 2, onnotice: () => {}, types: TYPES }) as unknown as Sql;
 
 async function arrange(): Promise<void> {
@@ -125,5 +120,5 @@ try {
   console.log('             process = BEGIN, fence, SAVEPOINT, one set-based upsert, RELEASE, completion, COMMIT');
 } finally {
   await sql.end({ timeout: 5 });
-  await embedded?.stop();
+  await server.stop();
 }

@@ -1,0 +1,18 @@
+/**
+ * The PostgreSQL server a benchmark runs against: BENCH_DATABASE_URL when set, otherwise an
+ * embedded one started here (and stopped by `stop()`).
+ */
+import { startEmbeddedPostgres } from '../tools/embedded-postgres';
+
+export interface BenchServer {
+  url: string;
+  stop(): Promise<void>;
+}
+
+export async function benchServer(): Promise<BenchServer> {
+  const external = process.env.BENCH_DATABASE_URL;
+  if (external) return { url: external, stop: async () => {} };
+  console.log('starting embedded PostgreSQL…');
+  const embedded = await startEmbeddedPostgres();
+  return { url: embedded.url, stop: () => embedded.stop() };
+}
