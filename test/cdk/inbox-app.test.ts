@@ -48,7 +48,8 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
       expect(p.MaximumRecordAgeInSeconds).toBeGreaterThanOrEqual(60);
       expect(p.MaximumRecordAgeInSeconds).toBeLessThanOrEqual(604_800);
       expect(p.BisectBatchOnFunctionError).toBe(true);
-      expect(p.DestinationConfig.OnFailure.Destination).toBeDefined();
+      // The encrypted on-failure bucket of this stack, never a literal ARN.
+      expect(p.DestinationConfig.OnFailure.Destination).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/FailedRecords/), 'Arn'] });
       expect(p.BatchSize).toBe(s.config.consumers.find((c) => c.name === consumer)!.batchSize);
       expect(p.StartingPosition).toBe('TRIM_HORIZON');
     }
@@ -148,7 +149,8 @@ describe('functions', () => {
       expect(p.Architectures).toEqual(['arm64']);
       expect(Number(/^nodejs(\d+)\.x$/.exec(p.Runtime)![1])).toBeGreaterThanOrEqual(22);
       expect(p.VpcConfig.SubnetIds.length).toBeGreaterThan(0);
-      expect(p.Environment.Variables.DB_SECRET_ARN).toBeDefined();
+      // A reference to the stateful stack's generated secret, never a literal value.
+      expect(JSON.stringify(p.Environment.Variables.DB_SECRET_ARN)).toMatch(/^\{"Fn::ImportValue":".*Secret/);
       expect(p.Environment.Variables.POWERTOOLS_SERVICE_NAME).toBe(s.config.observability.serviceName);
       expect(p.Environment.Variables.METRICS_NAMESPACE).toBe(s.config.observability.metricsNamespace);
       expect(Object.keys(p.Environment.Variables).some((k) => /PASSWORD|DATABASE_URL/.test(k))).toBe(false);
