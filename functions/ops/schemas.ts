@@ -43,13 +43,19 @@ const replayFields = {
   reason: text.max(1000).optional(),
 };
 
-type ReplayShape = { ids?: string[] | undefined; consumer?: string | undefined; errorCode?: string | undefined; eventType?: string | undefined; from?: string | undefined; to?: string | undefined };
+type ReplayShape = { ids?: string[] | undefined; limit: number; consumer?: string | undefined; errorCode?: string | undefined; eventType?: string | undefined; from?: string | undefined; to?: string | undefined };
 
 /** Exactly one way of selecting: ids, or a consumer with optional filters. */
 function checkSelection(v: ReplayShape, ctx: z.core.$RefinementCtx): void {
   const filters = [v.errorCode, v.eventType, v.from, v.to].some((f) => f !== undefined);
   if (v.ids !== undefined && (v.consumer !== undefined || filters)) {
     ctx.addIssue({ code: 'custom', path: ['ids'], message: 'select by ids or by consumer and filters, not both' });
+  }
+  // Ids beyond the limit would be left QUARANTINED and reported as skipped for no reason
+  // the operator could see: refuse them instead.
+  const distinctIds = v.ids === undefined ? 0 : new Set(v.ids.map((id) => id.toLowerCase())).size;
+  if (distinctIds > v.limit) {
+    ctx.addIssue({ code: 'custom', path: ['ids'], message: `${distinctIds} ids but limit is ${v.limit}: raise limit or replay fewer ids` });
   }
   if (v.ids === undefined && v.consumer === undefined) {
     ctx.addIssue({ code: 'custom', path: ['consumer'], message: 'required unless ids are given' });

@@ -215,6 +215,21 @@ describe('refusals', () => {
     expect((await rowOf(row.inbox_id)).status).toBe('QUARANTINED');
     expect(await audits()).toHaveLength(0);
   });
+
+  it('refuses more ids than the limit rather than replaying some and reporting the rest as skipped', async () => {
+    const rows = [await quarantined(), await quarantined(), await quarantined()];
+    const ids = rows.map((r) => r.inbox_id);
+
+    const error = await opsError(run(deps, { command: 'replay', ids, limit: 2, reason: 'x' }), 'BAD_ARGUMENTS');
+    expect(error.message).toContain('ids');
+    await opsError(run(deps, { command: 'replay', ids, limit: 2, dryRun: true }), 'BAD_ARGUMENTS');
+    for (const id of ids) expect((await rowOf(id)).status).toBe('QUARANTINED');
+    expect(await audits()).toHaveLength(0);
+
+    // The same id twice counts once.
+    const result = await run(deps, { command: 'replay', ids: [ids[0], ids[0]!.toUpperCase(), ids[1]], limit: 2, reason: 'x' });
+    expect(result).toMatchObject({ replayed: 2, remaining: 0, skipped: [] });
+  });
 });
 
 describe('after a replay, the worker', () => {
