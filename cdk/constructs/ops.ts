@@ -7,6 +7,7 @@ import { Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
+import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/schemas';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';
@@ -48,7 +49,7 @@ export class Ops extends Construct {
     const replaySchedules = Stack.of(this).formatArn({
       service: 'scheduler',
       resource: 'schedule',
-      resourceName: `${props.schedules.group.scheduleGroupName}/ops-replay-*`,
+      resourceName: `${props.schedules.group.scheduleGroupName}/${REPLAY_SCHEDULE_PREFIX}*`,
     });
     this.function.addToRolePolicy(
       new iam.PolicyStatement({

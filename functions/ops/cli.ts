@@ -33,7 +33,7 @@ export const USAGE = `usage: npm run ops -- <command> [options] [--json]
       re-parse with today's schemas; if valid, store it in the inbox and mark the poison row resolved
   pause --consumer C [--reason TEXT]      disable the consumer's worker schedule
   resume --consumer C [--reason TEXT]     enable it again
-  schedule-replay --at ISO (replay selection) --reason TEXT [--limit N] [--name NAME]
+  schedule-replay --at ISO (replay selection) --reason TEXT [--limit N] [--name ops-replay-NAME]
       a one-time schedule that runs the replay at --at through the ops function, then deletes itself
 
   --actor defaults to the OS user. --json prints the result (or the error) as JSON.`;

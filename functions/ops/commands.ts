@@ -35,7 +35,7 @@ import type { KafkaRecord } from '../ingest/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { OpsError, OpsErrorCodes } from './errors';
-import { schemas, type CommandArgs } from './schemas';
+import { REPLAY_SCHEDULE_PREFIX, schemas, type CommandArgs } from './schemas';
 
 /** The little a command logs: identifiers and counts, never payloads. */
 export interface OpsLogger {
@@ -543,7 +543,7 @@ export async function scheduleReplay(deps: OpsDeps, args: CommandArgs<'schedule-
   schemas.replay.parse(replayArgs);
   const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
   const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
-  const name = args.name ?? `ops-replay-${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
+  const name = args.name ?? `${REPLAY_SCHEDULE_PREFIX}${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
   const command: CreateScheduleCommandInput = {
     Name: name,
     ...(groupName !== undefined ? { GroupName: groupName } : {}),

@@ -28,6 +28,8 @@ export const REPLAY_DEFAULT_LIMIT = 1000;
 export const REPLAY_MAX_LIMIT = 10_000;
 export const PAGE_DEFAULT = 50;
 export const PAGE_MAX = 1000;
+/** The names schedule-replay gives its one-time schedules; the ops role may create no others. */
+export const REPLAY_SCHEDULE_PREFIX = 'ops-replay-';
 
 const replayFields = {
   ...caller,
@@ -98,10 +100,14 @@ export const schemas = {
       ...replayFields,
       /** When to run: ISO-8601 with an offset; stored as at(…) in UTC. */
       at: datetime,
-      /** The schedule's name; generated when absent. */
+      /**
+       * The schedule's name; generated when absent. The ops role may create schedules named
+       * ops-replay-* only (cdk/constructs/ops.ts), so any other name would fail in AWS.
+       */
       name: z
         .string()
         .regex(/^[0-9a-zA-Z-_.]{1,64}$/, 'letters, digits, - _ . only, at most 64 characters')
+        .startsWith(REPLAY_SCHEDULE_PREFIX, `must start with ${REPLAY_SCHEDULE_PREFIX}`)
         .optional(),
     })
     .superRefine(checkSelection),

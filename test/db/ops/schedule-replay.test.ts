@@ -26,7 +26,7 @@ describe('schedule-replay', () => {
       { status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' },
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' },
     ]);
-    mock.on(CreateScheduleCommand).resolves({ ScheduleArn: 'arn:aws:scheduler:eu-west-1:123456789012:schedule/inbox-schedules/night-replay' });
+    mock.on(CreateScheduleCommand).resolves({ ScheduleArn: 'arn:aws:scheduler:eu-west-1:123456789012:schedule/inbox-schedules/ops-replay-night' });
 
     const result = await runCommand(
       deps,
@@ -37,7 +37,7 @@ describe('schedule-replay', () => {
         at: '2026-07-03T23:30:00+02:00',
         reason: 'replay after the maintenance window',
         limit: 500,
-        name: 'night-replay',
+        name: 'ops-replay-night',
       },
       cli,
     );
@@ -53,7 +53,7 @@ describe('schedule-replay', () => {
     };
     expect(mock.calls()).toHaveLength(1);
     expect(mock.commandCalls(CreateScheduleCommand)[0]!.args[0].input).toEqual({
-      Name: 'night-replay',
+      Name: 'ops-replay-night',
       GroupName: 'inbox-schedules',
       ScheduleExpression: 'at(2026-07-03T21:30:00)',
       ScheduleExpressionTimezone: 'UTC',
@@ -68,7 +68,7 @@ describe('schedule-replay', () => {
         RetryPolicy: { MaximumRetryAttempts: 0 },
       },
     });
-    expect(result).toMatchObject({ schedule: 'night-replay', matchingNow: 2, input: replayInput });
+    expect(result).toMatchObject({ schedule: 'ops-replay-night', matchingNow: 2, input: replayInput });
     // Scheduling changes no row and records no replay: the replay does, when it runs.
     expect(await db.sql`select count(*)::int as n from integration.consumer_inbox where status = 'QUARANTINED'`).toEqual([{ n: 3 }]);
     expect(await db.sql`select count(*)::int as n from integration.consumer_replay_audit`).toEqual([{ n: 0 }]);
@@ -120,6 +120,15 @@ describe('schedule-replay', () => {
     await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z' }, cli), 'REASON_REQUIRED');
     await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'nobody', at: '2026-07-04T00:00:00Z', reason: 'x' }, cli), 'UNKNOWN_CONSUMER');
     await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: 'tomorrow', reason: 'x' }, cli), 'BAD_ARGUMENTS');
+    expect(mock.calls()).toHaveLength(0);
+  });
+
+  it('refuses a schedule name outside ops-replay-*, the only names the ops role may create', async () => {
+    const error = await opsError(
+      runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'x', name: 'night-replay' }, cli),
+      'BAD_ARGUMENTS',
+    );
+    expect(error.message).toContain('ops-replay-');
     expect(mock.calls()).toHaveLength(0);
   });
 });
