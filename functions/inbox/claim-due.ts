@@ -15,7 +15,12 @@
  *   about to commit; the reaper returns it).
  *
  * - Head of line per aggregate. An aggregate's head is its first NON-TERMINAL row
- *   (RECEIVED or RETRY_PENDING, due or not) by aggregate_version nulls last, then arrival.
+ *   (RECEIVED or RETRY_PENDING, due or not) by aggregate_version nulls last, then arrival,
+ *   then Kafka offset: the rows of one ingest batch share their received_at (the batch's
+ *   now()) and were inserted in event_id order, so without the offset an unversioned event
+ *   could overtake an earlier one delivered in the same batch (an aggregate lives in one
+ *   partition, so its offsets are its order). The partial index serves the prefix; only
+ *   rows tied on it are sorted.
  *   The aggregate is claimed only when its head is due, and then only the head; later rows
  *   wait behind it. Picking the first DUE row instead would let v4 overtake a v3 that is
  *   backing off after a transient failure: v4 would meet a version gap and, after the
@@ -94,7 +99,7 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
                 and h.aggregate_type = a.aggregate_type
                 and h.aggregate_id = a.aggregate_id
                 and h.status in ('RECEIVED', 'RETRY_PENDING')
-              order by h.aggregate_version nulls last, h.received_at
+              order by h.aggregate_version nulls last, h.received_at, h.offset_no
               limit 1)
           order by a.received_at
           limit ${window}
@@ -116,7 +121,7 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
               and d.aggregate_type = g.aggregate_type
               and d.aggregate_id = g.aggregate_id
               and d.status in ('RECEIVED', 'RETRY_PENDING')
-            order by d.aggregate_version nulls last, d.received_at
+            order by d.aggregate_version nulls last, d.received_at, d.offset_no
             limit 1
           ) h
         ),
