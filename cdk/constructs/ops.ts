@@ -53,7 +53,9 @@ export class Ops extends Construct {
     });
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
-        actions: ['scheduler:CreateSchedule', 'scheduler:DeleteSchedule', 'scheduler:GetSchedule'],
+        // Create only: the schedules delete themselves (ActionAfterCompletion DELETE, done by
+        // the Scheduler service), and no ops command reads or deletes them.
+        actions: ['scheduler:CreateSchedule'],
         resources: [replaySchedules],
       }),
     );

@@ -157,6 +157,18 @@ describe('functions', () => {
     }
   });
 
+  it('let the ops function touch schedules only as its commands do: read and update the worker schedules, create ops-replay-* ones', () => {
+    const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
+    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const granted = statements
+      .map((st) => ({ actions: [st.Action].flat().filter((a) => a.startsWith('scheduler:')), resource: JSON.stringify(st.Resource) }))
+      .filter((g) => g.actions.length > 0);
+    const onReplaySchedules = granted.filter((g) => g.resource.includes('/ops-replay-*'));
+    expect(onReplaySchedules.flatMap((g) => g.actions)).toEqual(['scheduler:CreateSchedule']);
+    const elsewhere = granted.filter((g) => !g.resource.includes('/ops-replay-*')).flatMap((g) => g.actions);
+    expect([...new Set(elsewhere)].sort()).toEqual(['scheduler:GetSchedule', 'scheduler:UpdateSchedule']);
+  });
+
   it('apply the migrations through a trigger before any function that uses the inbox exists', () => {
     const triggers = resourcesOf(s.stateless, 'Custom::Trigger');
     expect(Object.keys(triggers)).toHaveLength(1);
