@@ -3,7 +3,7 @@
  * schedules, the migration trigger, the dashboard and the alarms. One construct per
  * consumer declaration (functions/consumers/index.ts), nothing per consumer by hand.
  */
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -91,6 +91,11 @@ export class StatelessStack extends Stack {
       versioned: false,
       lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
       removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // The runbook ("ESM failed records") sends the operator here.
+    new CfnOutput(this, 'FailedRecordsBucketName', {
+      value: this.failedRecords.bucketName,
+      description: 'On-failure bucket: records the event-source mappings gave up on',
     });
     acknowledge(this.failedRecords, [
       {

@@ -72,6 +72,13 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
     }
   });
 
+  it('names the on-failure bucket in the stack output the runbook points to', () => {
+    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(runbook).toContain('stack output of the stateless stack, `FailedRecordsBucketName`');
+    const [bucketId] = Object.keys(resourcesOf(s.stateless, 'AWS::S3::Bucket')).filter((id) => id.startsWith('FailedRecords'));
+    s.stateless.hasOutput('FailedRecordsBucketName', { Value: { Ref: bucketId } });
+  });
+
   it('grants MSK IAM access on the cluster, the consumer topics and its groups only', () => {
     const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
     const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
