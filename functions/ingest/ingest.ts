@@ -35,6 +35,7 @@ import { dispatch } from '../consumers/dispatch';
 import { outcomeForFailure } from '../consumers/outcome';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { completeRows } from '../inbox/complete';
+import { deferBehindAggregate } from '../inbox/defer-behind-aggregate';
 import { insertInboxBatchCount, insertInboxBatchLeased, type InboxInsert } from '../inbox/insert-batch';
 import { recordPoison, type PoisonInsert } from '../inbox/record-poison';
 import type { InboxRow, Outcome } from '../inbox/types';
@@ -188,10 +189,16 @@ export function createIngest(deps: IngestDependencies) {
   const { sql, consumer, config, logger, metrics } = deps;
   const limits = { maxPayloadBytes: config.maxPayloadBytes };
 
-  /** Process the new rows in the ingest transaction: each in a savepoint, all outcomes in one statement. */
+  /**
+   * Process the new rows in the ingest transaction: each in a savepoint, all outcomes in one
+   * statement. A row that is not alone at the head of its aggregate is left RECEIVED for the
+   * worker, which serializes an aggregate's rows (DESIGN.md §6.4).
+   */
   async function processInline(tx: TransactionSql, rows: InboxRow[], owner: string): Promise<Outcome[]> {
+    const deferred = new Set(await deferBehindAggregate(tx, owner, rows.map((r) => r.inbox_id)));
     const outcomes: Outcome[] = [];
     for (const row of rows) {
+      if (deferred.has(row.inbox_id)) continue;
       try {
         const status = await tx.savepoint((sp) => dispatch(consumer, sp, row));
         outcomes.push({ inboxId: row.inbox_id, status });
