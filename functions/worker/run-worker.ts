@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
-import { claimDue } from '../inbox/claim-due';
+import { claimDue, type ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { releaseClaimed } from '../inbox/release-claimed';
 import type { Outcome } from '../inbox/types';
@@ -17,7 +17,7 @@ import type { Sql } from '../lib/db';
 import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
-import { outcomesForFailedBatch, processBatch, type BatchContext, type RowResult } from './process-batch';
+import { outcomesForFailedBatch, processBatch, type BatchContext, type BatchReport, type RowResult } from './process-batch';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -95,6 +95,48 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
   const lost: string[] = [];
   const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
 
+  /**
+   * One claimed batch. Resolves to the batch's reports and whether it failed as a whole
+   * for a reason worth retrying; throws RetryableError DB_CONNECTION when the connection died.
+   */
+  async function runBatch(rows: readonly ClaimedRow[]): Promise<{ reports: BatchReport[]; failed: boolean }> {
+    try {
+      return { reports: [await processBatch(ctx, rows)], failed: false };
+    } catch (error) {
+      const c = classifyError(error);
+      logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
+      if (isConnectionError(error)) {
+        // The connection died under the batch: whether its COMMIT landed is unknown, and
+        // the database may be failing over. Write nothing more; the rows stay PROCESSING
+        // under this owner until their lease (capped at this invocation's end) expires
+        // and the reaper returns them, their attempt already counted by the claim. The
+        // invocation fails, so the outage is visible rather than a quiet empty run.
+        throw new RetryableError(ErrorCodes.DB_CONNECTION, 'database connection lost during a batch; its rows return when their leases expire', { cause: error });
+      }
+      if (!c.retryable && rows.length > 1) {
+        // Refused for its data as a whole (a deferred constraint at COMMIT): nothing says
+        // which row was at fault, and quarantining them all would take the innocent rows
+        // with it. Nothing committed and the rows are still ours: run each on its own.
+        const reports: BatchReport[] = [];
+        let failed = false;
+        for (const row of rows) {
+          const one = await runBatch([row]);
+          reports.push(...one.reports);
+          failed ||= one.failed;
+        }
+        return { reports, failed };
+      }
+      // The batch transaction failed as a whole: none of it committed. Record the failed
+      // attempt (fenced: a commit that did land despite the error leaves nothing
+      // PROCESSING to change). If that fails too, the database is unreachable: the
+      // leases expire and the reaper returns the rows.
+      const outcomes = outcomesForFailedBatch(ctx, rows, error);
+      const changed = new Set(await completeRows(sql, owner, outcomes));
+      const completed = rows.flatMap((row, i) => (changed.has(row.inbox_id) ? [{ row, outcome: outcomes[i]!, durationMs: 0 }] : []));
+      return { reports: [{ completed, released: [], lost: [], slowPath: false }], failed: c.retryable };
+    }
+  }
+
   try {
     for (;;) {
       // One reading per claim: the lease ends no later than this invocation does, and is
@@ -107,50 +149,31 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       const claimedAt = performance.now();
       result.claimed += rows.length;
 
-      let report;
-      try {
-        report = await processBatch(ctx, rows);
-      } catch (error) {
-        const c = classifyError(error);
-        logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
-        if (isConnectionError(error)) {
-          // The connection died under the batch: whether its COMMIT landed is unknown, and
-          // the database may be failing over. Write nothing more; the rows stay PROCESSING
-          // under this owner until their lease (capped at this invocation's end) expires
-          // and the reaper returns them, their attempt already counted by the claim. The
-          // invocation fails, so the outage is visible rather than a quiet empty run.
-          throw new RetryableError(ErrorCodes.DB_CONNECTION, 'database connection lost during a batch; its rows return when their leases expire', { cause: error });
+      const { reports, failed } = await runBatch(rows);
+      for (const report of reports) {
+        result.released += report.released.length;
+        result.lost += report.lost.length;
+        lost.push(...report.lost.map((r) => r.inbox_id));
+        for (const r of report.completed) {
+          logRow(logger, consumer.name, r);
+          result[COUNTER[r.outcome.status]] += 1;
+          if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
+            // Received → processed, on one clock: the database's age at claim plus our time since.
+            metrics.addMetric(
+              MetricNames.ProcessingLatency,
+              MetricUnit.Milliseconds,
+              Math.round(r.row.waited_seconds * 1000 + (performance.now() - claimedAt)),
+            );
+          }
         }
-        // The batch transaction failed as a whole: none of it committed. Record the failed
-        // attempt (fenced: a commit that did land despite the error leaves nothing
-        // PROCESSING to change). If that fails too, the database is unreachable: the
-        // leases expire and the reaper returns the rows.
-        const outcomes = outcomesForFailedBatch(ctx, rows, error);
-        const changed = new Set(await completeRows(sql, owner, outcomes));
-        for (const o of outcomes) if (changed.has(o.inboxId)) result[COUNTER[o.status]] += 1;
-        // An infrastructure failure will not clear up within this invocation.
-        break;
-      }
-
-      result.released += report.released.length;
-      result.lost += report.lost.length;
-      lost.push(...report.lost.map((r) => r.inbox_id));
-      for (const r of report.completed) {
-        logRow(logger, consumer.name, r);
-        result[COUNTER[r.outcome.status]] += 1;
-        if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
-          // Received → processed, on one clock: the database's age at claim plus our time since.
-          metrics.addMetric(
-            MetricNames.ProcessingLatency,
-            MetricUnit.Milliseconds,
-            Math.round(r.row.waited_seconds * 1000 + (performance.now() - claimedAt)),
-          );
+        if (report.lost.length > 0) {
+          logger.warn('worker_leases_lost', { consumerName: consumer.name, rows: report.lost.length });
         }
       }
-      if (report.lost.length > 0) {
-        logger.warn('worker_leases_lost', { consumerName: consumer.name, rows: report.lost.length });
-      }
-      if (report.released.length > 0) break; // out of time
+      // A batch that failed as a whole for a reason worth retrying (the database, not a row)
+      // will not clear up within this invocation.
+      if (failed) break;
+      if (reports.some((r) => r.released.length > 0)) break; // out of time
     }
     // Rows whose lease ran out before their batch began were never started. Any still
     // PROCESSING under this owner (nobody took them over) go back now rather than wait
