@@ -22,6 +22,8 @@ export interface RunFacts {
   lag: Map<string, number>;
   /** Rows a crashed worker claimed and abandoned: inbox ids per consumer. */
   crashed: Map<string, string[]>;
+  /** How many crashes the run was asked to simulate (--crashes). */
+  crashesRequested: number;
   /** Expired leases the reaper released or quarantined, per consumer. */
   reaped: Map<string, number>;
   /** What the ingest functions reported (RecordsInserted, RecordsPoisoned), per consumer. */
@@ -223,6 +225,10 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
   const crashedIds = [...facts.crashed.values()].flat();
   const crashProblems: string[] = [];
   const reaped = [...facts.reaped.values()].reduce((a, b) => a + b, 0);
+  // Asked for crashes but none happened: the check would prove nothing, so it fails.
+  if (facts.crashesRequested > 0 && crashedIds.length === 0) {
+    crashProblems.push(`${facts.crashesRequested} crashes requested, none simulated (no row was ever due to abandon)`);
+  }
   if (crashedIds.length > 0) {
     const byId = new Map(inbox.map((r) => [r.inbox_id, r]));
     for (const id of crashedIds) {

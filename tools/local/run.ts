@@ -216,6 +216,46 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       }
     };
 
+    // Crashes: a worker of a deferred consumer claims rows under a short lease and dies
+    // before completing them. The planned crashes go round-robin over the deferred
+    // consumers; until a consumer's crash has happened its other workers hold back, so the
+    // crash always finds rows to abandon however fast the machine drains the backlog.
+    const crashed = new Map<string, string[]>(consumerNames.map((c) => [c, []]));
+    const crashTargets = consumerNames.filter((c) => consumers.get(c)!.mode === 'deferred');
+    const pendingCrashes = new Map<string, number>(crashTargets.map((c) => [c, 0]));
+    for (let n = 0; n < options.crashes && crashTargets.length > 0; n++) {
+      const target = crashTargets[n % crashTargets.length]!;
+      pendingCrashes.set(target, pendingCrashes.get(target)! + 1);
+    }
+    const pendingCrashTotal = () => [...pendingCrashes.values()].reduce((a, b) => a + b, 0);
+    const mappingsDoneFor = (name: string) => mappings.filter((m) => m.consumer === name).every((m) => m.mapping.done);
+    const crashSql = await client(1);
+    let crashesHappened = 0;
+    /** True while this consumer's workers must wait for its planned crash. */
+    const crashFirst = async (name: string): Promise<boolean> => {
+      if ((pendingCrashes.get(name) ?? 0) === 0) return false;
+      const pending = pendingCrashes.get(name)!;
+      const rows = await claimDue(crashSql, {
+        consumerName: name,
+        owner: `local-crashed-worker:${name}:${pending}`,
+        limit: CRASH_CLAIM_LIMIT,
+        leaseSeconds: CRASH_LEASE_SECONDS,
+      });
+      if (rows.length > 0) {
+        crashed.get(name)!.push(...rows.map((r) => r.inbox_id));
+        pendingCrashes.set(name, pending - 1);
+        crashesHappened += 1;
+      } else if (mappingsDoneFor(name)) {
+        // Everything delivered, and no row left that could still come due: there is nothing
+        // to abandon (the check says so). Rows backing off are waited for.
+        const [left] = await crashSql<{ n: number }[]>`
+          select count(*)::int as n from integration.consumer_inbox
+          where consumer_name = ${name} and status in ('RECEIVED', 'RETRY_PENDING')`;
+        if (left!.n === 0) pendingCrashes.set(name, 0);
+      }
+      return (pendingCrashes.get(name) ?? 0) > 0;
+    };
+
     // Workers: each loop is one scheduled function, invoked every tick with a fresh budget.
     for (const [name, consumer] of consumers) {
       const sql = await client(options.workers + 1);
@@ -224,6 +264,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         background.push(
           (async () => {
             while (!stopping) {
+              // One loop does the crash; the others wait for it (see above).
+              if ((i === 0 ? await crashFirst(name) : (pendingCrashes.get(name) ?? 0) > 0)) {
+                await sleep(options.tickMs);
+                continue;
+              }
               const invocationEnds = performance.now() + INVOCATION_MS;
               await invokeSafely(`worker ${name}`, deps.logger, () =>
                 runWorker({
@@ -275,8 +320,6 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
     // Observe: progress, crashes, and the end of the run.
     const progress = new Progress(out, tty);
-    const crashed = new Map<string, string[]>(consumerNames.map((c) => [c, []]));
-    let crashesDone = 0;
     let timedOut = false;
     let snapshot: ProgressSnapshot | undefined;
     for (;;) {
@@ -298,32 +341,13 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         poison: poison.reduce((n, p) => n + p.total, 0),
         redelivered: ms.reduce((n, s) => n + s.redelivered, 0),
         infraFailures: ms.reduce((n, s) => n + s.infraFailures, 0),
-        crashes: crashesDone,
+        crashes: crashesHappened,
         reaped: [...reaped.values()].reduce((a, b) => a + b, 0),
       };
       progress.update(snapshot);
 
       const mappingsDone = mappings.every((m) => m.mapping.done);
-      // A crash: a worker claims rows under a short lease and dies before completing them.
-      // It waits for a backlog worth abandoning, or takes what is left once the mappings are done.
-      const target = consumerNames[crashesDone % consumerNames.length]!;
-      const targetDue = statuses.filter((s) => s.consumer_name === target).reduce((n, s) => n + s.due, 0);
-      if (crashesDone < options.crashes && (targetDue >= CRASH_CLAIM_LIMIT || mappingsDone)) {
-        const rows = await claimDue(admin, {
-          consumerName: target,
-          owner: `local-crashed-worker:${crashesDone + 1}`,
-          limit: CRASH_CLAIM_LIMIT,
-          leaseSeconds: CRASH_LEASE_SECONDS,
-        });
-        if (rows.length > 0) {
-          crashed.get(target)!.push(...rows.map((r) => r.inbox_id));
-          crashesDone += 1;
-        } else if (mappingsDone && open === 0) {
-          crashesDone += 1; // nothing left to claim: the crash cannot happen any more
-        }
-      }
-
-      if (mappingsDone && open === 0 && crashesDone >= options.crashes) break;
+      if (mappingsDone && open === 0 && pendingCrashTotal() === 0) break;
       if (performance.now() > deadline) {
         timedOut = true;
         break;
@@ -334,7 +358,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     stopping = true;
     for (const stop of stoppers) stop();
     await Promise.all(background);
-    progress.finish({ ...snapshot!, elapsedMs: performance.now() - started, crashes: crashesDone, reaped: [...reaped.values()].reduce((a, b) => a + b, 0) });
+    progress.finish({ ...snapshot!, elapsedMs: performance.now() - started, crashes: crashesHappened, reaped: [...reaped.values()].reduce((a, b) => a + b, 0) });
 
     const summary: ConsumerSummary[] = consumerNames.map((name) => ({
       consumer: name,
@@ -353,6 +377,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       consumers: consumerNames,
       lag: new Map(mappings.map((m) => [m.consumer, m.mapping.lag])),
       crashed,
+      crashesRequested: options.crashes,
       reaped,
       ingestInserted: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsInserted)])),
       ingestPoisoned: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsPoisoned)])),

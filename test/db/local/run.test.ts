@@ -89,6 +89,8 @@ describe('runLocal', async () => {
       consumers: CONSUMERS,
       lag: new Map(),
       crashed: new Map(),
+      // Asked for, never happened: a check that proves nothing must fail.
+      crashesRequested: 2,
       reaped: new Map(),
       ingestInserted: new Map(CONSUMERS.map((c) => [c, stream.expected.get(c)!.size])),
       ingestPoisoned: new Map(CONSUMERS.map((c) => [c, stream.poison.get(c)!.length])),
@@ -99,8 +101,10 @@ describe('runLocal', async () => {
       'every event processed once or quarantined for its injected reason',
       'nothing left PROCESSING, RECEIVED or RETRY_PENDING',
       'one notification job per payment, for its org_id',
+      "a crashed worker's rows recovered by the reaper",
     ]);
     expect(failed[2]!.detail).toContain(`${job!.source_event_id}: no notification job`);
+    expect(failed[3]!.detail).toContain('2 crashes requested, none simulated');
   });
 });
 
