@@ -6,7 +6,7 @@
  * thawed one reconnects instead of writing to a socket the server closed long ago.
  */
 import postgres from 'postgres';
-import type { DatabaseConfig } from './config';
+import { ConfigError, type DatabaseConfig } from './config';
 
 export type Sql = postgres.Sql<Record<string, unknown>>;
 export type TransactionSql = postgres.TransactionSql<Record<string, unknown>>;
@@ -74,6 +74,18 @@ function baseOptions(config: DatabaseConfig): postgres.Options<{}> {
   };
 }
 
+/**
+ * The secret's JSON. JSON.parse's own message quotes the text it could not parse, which
+ * here is the credential: it is dropped (no cause either), the ARN says which secret.
+ */
+function parseSecret(secretArn: string, text: string): DatabaseSecret {
+  try {
+    return JSON.parse(text) as DatabaseSecret;
+  } catch {
+    throw new ConfigError(`database secret ${secretArn} is not a JSON object of host, port, username, password, dbname`);
+  }
+}
+
 /** Build a client from a configuration; resolves the secret first when one is configured. */
 export async function createSql(config: DatabaseConfig, readSecret: SecretReader = readSecretFromAws): Promise<Sql> {
   if (config.url !== undefined) {
@@ -81,7 +93,7 @@ export async function createSql(config: DatabaseConfig, readSecret: SecretReader
     return postgres(config.url, { ...baseOptions(config), ssl: sslOption(config.ssl, host) }) as unknown as Sql;
   }
   if (config.secretArn === undefined) throw new Error('no database configured');
-  const secret = JSON.parse(await readSecret(config.secretArn)) as DatabaseSecret;
+  const secret = parseSecret(config.secretArn, await readSecret(config.secretArn));
   const host = config.hostOverride ?? secret.host;
   return postgres({
     ...baseOptions(config),
