@@ -9,7 +9,10 @@ import type { TransactionSql } from '../lib/db';
 /** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
 export type Dialect = 'canonical' | 'snake_case';
 
-/** deferred: stored by ingest, processed by the scheduled worker. inline: processed in the ingest transaction. */
+/**
+ * deferred: stored by ingest, processed by the scheduled worker. inline: processed in the
+ * ingest transaction, except a row behind another of its aggregate, which goes to the worker.
+ */
 export type Mode = 'deferred' | 'inline';
 
 /** What a handler receives: the inbox row's identity and its payload, parsed by the handler's schema. */
