@@ -139,7 +139,9 @@ export function isInfrastructureError(error: unknown): boolean {
 
 function messageOf(error: unknown): string {
   const raw = error instanceof Error ? error.message : String(error);
-  // Bound what is stored and logged; PostgreSQL's own messages do not echo parameters.
+  // Bound what is stored and logged. Not a redaction: PostgreSQL quotes the value it could
+  // not read in some messages (22P02 invalid_text_representation, 22003 out of range), so log
+  // lines carry the code and SQLSTATE, and a message only where no payload can reach it.
   return raw.length > 500 ? `${raw.slice(0, 500)}…` : raw;
 }
 
