@@ -9,6 +9,8 @@ import { defineHandler } from '../../../functions/consumers/types';
 import { ErrorCodes } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
+import { mskEvent, mskRecord } from '../../../tools/msk-events';
+import { CASE_TOPIC, ingestFor } from '../ingest/support';
 import { inboxRow, variant, work } from './support';
 
 const db = await useTestDatabase();
@@ -117,5 +119,21 @@ describe('head of line per aggregate', () => {
     await work(sql, consumer);
     expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.AGGREGATE_VERSION_GAP });
     expect(await caseVersion('case_q')).toBe(2);
+  });
+
+  it('unversioned events of one aggregate delivered in one ingest batch apply in offset order, whatever their event ids', async () => {
+    // They share received_at (the batch's now()) and are inserted in event_id order, which
+    // here runs against the offsets.
+    const ids = ['evt_z', 'evt_m', 'evt_a'];
+    const note = (eventId: string) => ({
+      eventId, eventType: NOTE, eventVersion: 1, occurredAt: '2026-07-03T09:15:30Z', producer: 'test', aggregateType: 'case', aggregateId: 'agg_batch', payload: {},
+    });
+    const event = mskEvent(ids.map((id, i) => mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 100 + i, value: note(id) })));
+    expect(await ingestFor(sql, withNotes)(event)).toMatchObject({ inserted: 3, response: { batchItemFailures: [] } });
+
+    expect(await work(sql, withNotes)).toMatchObject({ claimed: 3, processed: 3 });
+
+    const applied = await sql<{ event_id: string }[]>`select event_id from public.note_applied where aggregate_id = 'agg_batch' order by seq`;
+    expect(applied.map((a) => a.event_id)).toEqual(ids);
   });
 });
