@@ -41,6 +41,7 @@ export const DEFAULTS = {
   dbIdleTimeoutSeconds: 20,
   dbConnectTimeoutSeconds: 5,
   dbStatementTimeoutMs: 30_000,
+  dbIdleInTransactionTimeoutMs: 60_000,
   maxPayloadBytes: 256 * 1024,
   workerBatchSize: 100,
   workerSafetyMarginMs: 10_000,
@@ -72,6 +73,11 @@ const schema = z
     DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600).default(DEFAULTS.dbIdleTimeoutSeconds),
     DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60).default(DEFAULTS.dbConnectTimeoutSeconds),
     DB_STATEMENT_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbStatementTimeoutMs),
+    /**
+     * A Lambda killed or frozen inside a transaction leaves its session idle in transaction,
+     * holding row locks; the server ends such a session after this long (0: never).
+     */
+    DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: integer(0, 60 * 60 * 1000).default(DEFAULTS.dbIdleInTransactionTimeoutMs),
 
     /** Which consumer declaration this function serves (ingest and worker). */
     CONSUMER_NAME: z.string().trim().min(1).optional(),
@@ -131,6 +137,7 @@ export interface DatabaseConfig {
   idleTimeoutSeconds: number;
   connectTimeoutSeconds: number;
   statementTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
 }
 
 export interface Config {
@@ -169,6 +176,7 @@ export function parseConfig(env: Env): Config {
       idleTimeoutSeconds: e.DB_IDLE_TIMEOUT_SECONDS,
       connectTimeoutSeconds: e.DB_CONNECT_TIMEOUT_SECONDS,
       statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+      idleInTransactionTimeoutMs: e.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
     },
     ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,

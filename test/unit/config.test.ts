@@ -24,6 +24,7 @@ describe('parseConfig', () => {
       idleTimeoutSeconds: DEFAULTS.dbIdleTimeoutSeconds,
       connectTimeoutSeconds: DEFAULTS.dbConnectTimeoutSeconds,
       statementTimeoutMs: DEFAULTS.dbStatementTimeoutMs,
+      idleInTransactionTimeoutMs: DEFAULTS.dbIdleInTransactionTimeoutMs,
     });
     expect(config.maxPayloadBytes).toBe(262_144);
     expect(config.worker).toEqual({
