@@ -36,6 +36,9 @@ export class ConsumerWorker extends Construct {
         CONSUMER_NAME: consumer.name,
         WORKER_BATCH_SIZE: String(consumer.workerBatchSize),
         WORKER_SAFETY_MARGIN_MS: String(worker.safetyMarginSeconds * 1000),
+        // No statement may outlast the margin the worker keeps before its deadline, so an
+        // invocation ends on time even when a statement hangs (it fails as 57014, retryable).
+        DB_STATEMENT_TIMEOUT_MS: String(worker.safetyMarginSeconds * 1000),
         LEASE_SECONDS: String(worker.leaseSeconds),
       },
     });

@@ -140,6 +140,8 @@ describe('schedules', () => {
       const lease = Number(w.Properties!.Environment.Variables.LEASE_SECONDS);
       const margin = Number(w.Properties!.Environment.Variables.WORKER_SAFETY_MARGIN_MS) / 1000;
       expect(w.Properties!.Timeout + margin).toBeLessThan(lease);
+      // A statement cannot run past the margin kept before the deadline.
+      expect(Number(w.Properties!.Environment.Variables.DB_STATEMENT_TIMEOUT_MS) / 1000).toBeLessThanOrEqual(margin);
     }
   });
 });
