@@ -124,73 +124,77 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
   const policies = consumers.map(assertRetention);
   const reports = consumers.map((c) => emptyReport(c.name));
 
-  // 1. Expired leases.
-  const releaseLanes = consumers.map((consumer, i): Batch[] => [
-    async () => {
-      const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, batchSize);
-      const report = reports[i]!;
-      for (const row of rows) {
-        if (row.status === 'QUARANTINED') {
-          report.quarantined += 1;
-          logger.warn('expired lease at max attempts: quarantined', {
-            consumerName: consumer.name,
-            eventId: row.event_id,
-            inboxId: row.inbox_id,
-            attempt: row.attempt_count,
-            staleLockedBy: row.stale_locked_by,
-          });
-        } else {
-          report.released += 1;
+  let complete: boolean;
+  // Publish what was done even when a later step fails: released leases and purges count.
+  try {
+    // 1. Expired leases.
+    const releaseLanes = consumers.map((consumer, i): Batch[] => [
+      async () => {
+        const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, batchSize);
+        const report = reports[i]!;
+        for (const row of rows) {
+          if (row.status === 'QUARANTINED') {
+            report.quarantined += 1;
+            logger.warn('expired lease at max attempts: quarantined', {
+              consumerName: consumer.name,
+              eventId: row.event_id,
+              inboxId: row.inbox_id,
+              attempt: row.attempt_count,
+              staleLockedBy: row.stale_locked_by,
+            });
+          } else {
+            report.released += 1;
+          }
         }
-      }
-      if (rows.length > 0) {
-        const owners = [...new Set(rows.map((r) => r.stale_locked_by))].slice(0, 10);
-        logger.warn('released expired leases', { consumerName: consumer.name, rows: rows.length, staleLockedBy: owners });
-      }
-      return rows.length;
-    },
-  ]);
-  let complete = await drainRoundRobin(releaseLanes, batchSize, hasTime);
+        if (rows.length > 0) {
+          const owners = [...new Set(rows.map((r) => r.stale_locked_by))].slice(0, 10);
+          logger.warn('released expired leases', { consumerName: consumer.name, rows: rows.length, staleLockedBy: owners });
+        }
+        return rows.length;
+      },
+    ]);
+    complete = await drainRoundRobin(releaseLanes, batchSize, hasTime);
 
-  // 2. Gauges, after the release so that released rows count as due.
-  if (hasTime()) {
-    const gauges = await readGauges(
-      sql,
-      consumers.map((c) => c.name),
-    );
-    for (const g of gauges) {
-      const report = reports.find((r) => r.consumerName === g.consumer_name);
-      if (report !== undefined) report.gauges = g;
+    // 2. Gauges, after the release so that released rows count as due.
+    if (hasTime()) {
+      const gauges = await readGauges(
+        sql,
+        consumers.map((c) => c.name),
+      );
+      for (const g of gauges) {
+        const report = reports.find((r) => r.consumerName === g.consumer_name);
+        if (report !== undefined) report.gauges = g;
+      }
+    } else {
+      complete = false;
     }
-  } else {
-    complete = false;
+
+    // 3. Retention.
+    const retentionLanes = consumers.map((consumer, i): Batch[] => {
+      const report = reports[i]!;
+      const policy = policies[i]!;
+      return [
+        async () => {
+          const n = await deleteFinished(sql, consumer.name, policy, batchSize);
+          report.rowsDeleted += n;
+          return n;
+        },
+        async () => {
+          const n = await purgePayloads(sql, consumer.name, policy, batchSize);
+          report.payloadsPurged += n;
+          return n;
+        },
+        async () => {
+          const n = await deletePoison(sql, consumer.name, policy, batchSize);
+          report.poisonDeleted += n;
+          return n;
+        },
+      ];
+    });
+    complete = (await drainRoundRobin(retentionLanes, batchSize, hasTime)) && complete;
+  } finally {
+    for (const report of reports) publish(metrics, report);
   }
-
-  // 3. Retention.
-  const retentionLanes = consumers.map((consumer, i): Batch[] => {
-    const report = reports[i]!;
-    const policy = policies[i]!;
-    return [
-      async () => {
-        const n = await deleteFinished(sql, consumer.name, policy, batchSize);
-        report.rowsDeleted += n;
-        return n;
-      },
-      async () => {
-        const n = await purgePayloads(sql, consumer.name, policy, batchSize);
-        report.payloadsPurged += n;
-        return n;
-      },
-      async () => {
-        const n = await deletePoison(sql, consumer.name, policy, batchSize);
-        report.poisonDeleted += n;
-        return n;
-      },
-    ];
-  });
-  complete = (await drainRoundRobin(retentionLanes, batchSize, hasTime)) && complete;
-
-  for (const report of reports) publish(metrics, report);
 
   const result: ReaperResult = {
     released: sum(reports, (r) => r.released),

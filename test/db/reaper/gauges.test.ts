@@ -87,3 +87,25 @@ describe('reaper: gauges', () => {
     expect(await readGauges(db.sql, [])).toEqual([]);
   });
 });
+
+describe('reaper: metrics when a step fails', () => {
+  it('publishes the leases it released even when retention then fails', async () => {
+    const failing = await useTestDatabase();
+    await insertInboxRows(failing.sql, [{ consumerName: 'case-sla', status: 'PROCESSING', leaseExpiresInSeconds: -60 }]);
+    await insertInboxRows(failing.sql, [{ consumerName: 'case-sla', status: 'PROCESSED' }]);
+    await failing.sql`update integration.consumer_inbox set processed_at = now() - interval '40 days' where status = 'PROCESSED'`;
+    // Retention's delete is refused by the database (a chosen data exception).
+    await failing.sql.unsafe(`
+      create function refuse_delete() returns trigger language plpgsql as $$
+      begin raise exception 'retention refused' using errcode = '22023'; end $$;
+      create trigger refuse_delete before delete on integration.consumer_inbox
+      for each row execute function refuse_delete();`);
+    const metrics = new MetricsRecorder();
+
+    await expect(reap(failing.sql, { metrics })).rejects.toMatchObject({ code: '22023' });
+
+    const [row] = await failing.sql`select status, error_code from integration.consumer_inbox where status <> 'PROCESSED'`;
+    expect(row).toEqual({ status: 'RETRY_PENDING', error_code: 'STALE_PROCESSING_LOCK' });
+    expect(metrics.value('case-sla', MetricNames.StaleLeasesReleased)).toBe(1);
+  });
+});
