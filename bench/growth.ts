@@ -28,6 +28,7 @@ import { DEFAULTS } from '../functions/lib/config';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { runWorker } from '../functions/worker/run-worker';
+import { withDatabase } from '../tools/database-url';
 import { benchServer } from './_server';
 
 const { values: args } = parseArgs({
@@ -63,9 +64,7 @@ interface BenchDatabase {
 async function createDatabase(label: string): Promise<BenchDatabase> {
   const name = `inbox_bench_growth_${label}_${randomBytes(4).toString('hex')}`;
   await admin.unsafe(`create database "${name}"`);
-  const url = new URL(serverUrl);
-  url.pathname = `/${name}`;
-  const sql = postgres(url.toString(), { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+  const sql = postgres(withDatabase(serverUrl, name), { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
   return { name, sql };
 }

@@ -14,6 +14,7 @@ import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import { withDatabase } from '../../tools/database-url';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { useTestDatabase } from '../helpers/db';
 
@@ -86,7 +87,7 @@ describe('the bundled functions', () => {
     const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
     await admin.unsafe(`create database "${name}"`);
     try {
-      const emptyUrl = Object.assign(new URL(adminUrl), { pathname: `/${name}` }).toString();
+      const emptyUrl = withDatabase(adminUrl, name);
       const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0 });
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });

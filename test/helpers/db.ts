@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { TYPES, type Sql } from '../../functions/lib/db';
+import { withDatabase } from '../../tools/database-url';
 
 export interface TestDatabase {
   name: string;
@@ -18,11 +19,6 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 async function sleep(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));

@@ -8,6 +8,7 @@ import type { TestProject } from 'vitest/node';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import type { Sql } from '../../functions/lib/db';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../tools/embedded-postgres';
+import { withDatabase } from '../../tools/database-url';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -16,11 +17,6 @@ declare module 'vitest' {
   }
 }
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
 
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   let embedded: EmbeddedDatabase | undefined;
