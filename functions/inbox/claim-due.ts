@@ -70,6 +70,9 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
   const window = options.window ?? limit * 4;
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return sql.begin(async (tx) => {
+    // An aggregate's head, in one place: the window's "is the head due" test and the head
+    // lookup must agree. Unqualified, the columns are those of each subquery's own row.
+    const headOrder = tx`aggregate_version nulls last, received_at, offset_no`;
     // Issued together (one round trip); the server runs them in order, so the claim's
     // snapshot is taken after the lock is granted.
     const [, claimed] = await Promise.all([
@@ -99,7 +102,7 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
                 and h.aggregate_type = a.aggregate_type
                 and h.aggregate_id = a.aggregate_id
                 and h.status in ('RECEIVED', 'RETRY_PENDING')
-              order by h.aggregate_version nulls last, h.received_at, h.offset_no
+              order by ${headOrder}
               limit 1)
           order by a.received_at
           limit ${window}
@@ -121,7 +124,7 @@ export async function claimDue(sql: Sql, options: ClaimOptions): Promise<Claimed
               and d.aggregate_type = g.aggregate_type
               and d.aggregate_id = g.aggregate_id
               and d.status in ('RECEIVED', 'RETRY_PENDING')
-            order by d.aggregate_version nulls last, d.received_at, d.offset_no
+            order by ${headOrder}
             limit 1
           ) h
         ),
