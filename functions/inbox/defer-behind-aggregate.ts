@@ -6,8 +6,9 @@
  * A row is held back when its aggregate has another row that is waiting (RECEIVED,
  * RETRY_PENDING: it arrived earlier and must go first), or in flight under another owner
  * (a worker's batch), or an earlier row of this same batch (by aggregate version, then
- * offset, the claim's head order). The worker's claim then serializes them: it takes one
- * row per aggregate, head first. Rows of other ingest transactions that have not committed
+ * offset, the claim's head order). The worker's claim then serializes them through their
+ * aggregates' lanes (marked by the table's lane triggers): it takes an aggregate's rows
+ * head first. Rows of other ingest transactions that have not committed
  * are invisible here; one aggregate lives in one partition, whose batches the event-source
  * mapping delivers one at a time.
  */
@@ -27,23 +28,17 @@ export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds
       and r.status = 'PROCESSING'
       and r.locked_by = ${owner}
       and (
+        -- Through consumer_inbox_open_lane_idx, the lane as one value (migration 0050).
         exists (
           select 1 from integration.consumer_inbox o
-          where o.consumer_name = r.consumer_name
-            and o.aggregate_type = r.aggregate_type
-            and o.aggregate_id = r.aggregate_id
-            and o.status in ('RECEIVED', 'RETRY_PENDING'))
-        or exists (
-          select 1 from integration.consumer_inbox o
-          where o.consumer_name = r.consumer_name
-            and o.aggregate_type = r.aggregate_type
-            and o.aggregate_id = r.aggregate_id
-            and o.status = 'PROCESSING'
-            and o.inbox_id <> r.inbox_id
-            and (o.locked_by is distinct from ${owner}
-                 -- this batch: aggregate_version nulls last, then offset
-                 or (o.aggregate_version is null, coalesce(o.aggregate_version, 0), o.topic_name, o.partition_no, o.offset_no)
-                    < (r.aggregate_version is null, coalesce(r.aggregate_version, 0), r.topic_name, r.partition_no, r.offset_no))))
+          where array[o.consumer_name, o.aggregate_type, o.aggregate_id] = array[r.consumer_name, r.aggregate_type, r.aggregate_id]
+            and o.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
+            and (o.status <> 'PROCESSING'
+                 or (o.inbox_id <> r.inbox_id
+                     and (o.locked_by is distinct from ${owner}
+                          -- this batch: aggregate_version nulls last, then offset
+                          or (o.aggregate_version is null, coalesce(o.aggregate_version, 0), o.topic_name, o.partition_no, o.offset_no)
+                             < (r.aggregate_version is null, coalesce(r.aggregate_version, 0), r.topic_name, r.partition_no, r.offset_no))))))
     returning r.inbox_id`;
   return deferred.map((row) => row.inbox_id);
 }

@@ -16,8 +16,10 @@
  * - Rows go in ordered by event_id. Two invocations inserting overlapping batches (the ESM
  *   redelivering while a slow invocation is still running) then take their unique-index
  *   locks in the same order, so they wait for each other instead of deadlocking.
- * - RETURNING (or the command tag's count) covers only the rows this statement inserted:
- *   the duplicates are the rest.
+ * - RETURNING covers only the rows this statement inserted: the duplicates are the rest.
+ * - Queued rows mark their aggregates' lanes in the same statement: the table's trigger
+ *   does it for every insert (migration 0050), so a row is never queued without the lane
+ *   the worker's claim finds it by.
  *
  * The caller removes duplicate event ids inside one batch first (ON CONFLICT cannot
  * resolve the same key twice in one statement: SQLSTATE 21000).

@@ -7,11 +7,14 @@
  * Why this cannot steal live work: the lease is the only test (never locked_at plus a
  * guess), a live lease is in the future, and every completion is fenced on locked_by
  * (complete.ts), so a worker that was merely slow finds its row gone and changes nothing.
+ * The lanes of the released rows are handed back in the same statement (a lane stays held
+ * only as long as its rows are).
  * `for update skip locked`: a row a worker holds locked right now (it is completing it)
  * is skipped, never waited on; if its lease really expired, the next run takes it.
  */
 import { ErrorCodes } from '../lib/errors';
 import type { Queryable } from '../lib/db';
+import { unlockLanesOf } from './release-lanes';
 
 export interface ReleasedLease {
   inbox_id: string;
@@ -29,6 +32,7 @@ export async function releaseExpired(
   limit: number,
 ): Promise<ReleasedLease[]> {
   return q<ReleasedLease[]>`
+    with released as (
     update integration.consumer_inbox
     set status = case when attempt_count >= ${maxAttempts} then 'QUARANTINED' else 'RETRY_PENDING' end,
         next_attempt_at = case when attempt_count >= ${maxAttempts} then null else now() end,
@@ -58,5 +62,11 @@ export async function releaseExpired(
         for update skip locked))
       and status = 'PROCESSING'
       and lease_expires_at < now()
-    returning inbox_id, event_id, status, attempt_count, error_detail ->> 'staleLockedBy' as stale_locked_by`;
+    returning inbox_id, event_id, status, attempt_count, consumer_name, aggregate_type, aggregate_id,
+              error_detail ->> 'staleLockedBy' as locked_by_before
+    ),
+    -- Their lanes, handed back from the worker that held them (the lane triggers mark them
+    -- due: a released row is due, and a quarantined one lets the rows behind it go).
+    ${unlockLanesOf(q, 'released')}
+    select inbox_id, event_id, status, attempt_count, locked_by_before as stale_locked_by from released`;
 }

@@ -44,6 +44,7 @@ export const DEFAULTS = {
   dbIdleInTransactionTimeoutMs: 60_000,
   maxPayloadBytes: 256 * 1024,
   workerBatchSize: 100,
+  workerRunLength: 20,
   workerSafetyMarginMs: 10_000,
   leaseSeconds: 300,
   reaperBatchSize: 1_000,
@@ -84,6 +85,8 @@ const schema = z
 
     MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024).default(DEFAULTS.maxPayloadBytes),
     WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize),
+    /** Rows of one aggregate a claim may take in order (its run); 1 takes one row per aggregate. */
+    WORKER_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.workerRunLength),
     WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
     LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
     REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
@@ -144,7 +147,13 @@ export interface Config {
   database: DatabaseConfig;
   consumerName?: string;
   maxPayloadBytes: number;
-  worker: { batchSize: number; safetyMarginMs: number; leaseSeconds: number };
+  worker: {
+    batchSize: number;
+    safetyMarginMs: number;
+    leaseSeconds: number;
+    /** Rows of one aggregate per claim; DEFAULTS.workerRunLength when omitted. */
+    runLength?: number;
+  };
   reaper: { batchSize: number; safetyMarginMs: number };
   scheduler: {
     groupName?: string;
@@ -180,7 +189,12 @@ export function parseConfig(env: Env): Config {
     },
     ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
-    worker: { batchSize: e.WORKER_BATCH_SIZE, safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS, leaseSeconds: e.LEASE_SECONDS },
+    worker: {
+      batchSize: e.WORKER_BATCH_SIZE,
+      safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS,
+      leaseSeconds: e.LEASE_SECONDS,
+      runLength: e.WORKER_RUN_LENGTH,
+    },
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     scheduler: {
       ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),

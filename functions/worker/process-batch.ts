@@ -4,33 +4,39 @@
  *   begin
  *     lock the batch's rows still PROCESSING under this owner (the fence; rows lost to a
  *       takeover are skipped, and the reaper cannot release the others mid-batch)
- *     settle what needs no database work: IGNORED, unknown type/version, invalid payload,
- *       attempt budget already spent
- *     fast path: one savepoint, every handler issued at once (postgres.js pipelines them on
- *       the transaction's connection; a set-based handler gets all its events in one call),
- *       release
+ *     walk each lane's run in order; settle what needs no database work: IGNORED, unknown
+ *       type/version, invalid payload, attempt budget already spent
+ *     fast path: one savepoint; the runs' rows in stages (stage k = the k-th row of every
+ *       run), each stage's handlers issued at once (postgres.js pipelines them on the
+ *       transaction's connection; a set-based handler gets the stage's events in one
+ *       call), the next stage after the last one finished; release
  *     slow path, only when something in the fast path failed: roll that savepoint back and
- *       run each row in its own savepoint, so a failed row rolls back only its own effects
- *     one set-based completeRows() for every outcome; release rows not started in time
+ *       run each row in its own savepoint, lane by lane in run order, so a failed row rolls
+ *       back only its own effects
+ *     one set-based completeRows() for every outcome; hand back what was not run; release
+ *       the lanes
  *   commit
  *
- * Side effects and statuses commit together or not at all. If the transaction fails as a
- * whole (connection lost, commit refused) nothing of it is applied and the rows are still
- * PROCESSING under this owner: the caller marks them for retry, or, if the database is
- * unreachable, their leases expire and the reaper returns them. Either way a row's effects
- * are applied at most once per committed status change.
+ * A run stops at its first row that does not succeed (retried, quarantined): the rows
+ * after it are handed back untouched, their attempt refunded, behind it in their lane. A
+ * stage holds one row per aggregate, so the rows of a stage never depend on each other;
+ * an aggregate's rows run one stage after another, in order.
  *
- * The fast path assumes the rows of a batch do not conflict with each other: the claim
- * takes at most one row per aggregate, and handlers touch their own aggregate's rows.
+ * Side effects, statuses and lanes commit together or not at all. If the transaction fails
+ * as a whole (connection lost, commit refused) nothing of it is applied and the rows are
+ * still PROCESSING under this owner: the caller marks them for retry, or, if the database
+ * is unreachable, their leases expire and the reaper returns them. Either way a row's
+ * effects are applied at most once per committed status change.
  */
 import { performance } from 'node:perf_hooks';
 import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../consumers/types';
 import { isBatchHandler, prepareDispatch, type BatchEventHandler } from '../consumers/dispatch';
 import { outcomeForExhausted, outcomeForFailure } from '../consumers/outcome';
-import type { ClaimedRow } from '../inbox/claim-due';
+import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
 import { releaseClaimed } from '../inbox/release-claimed';
+import { releaseLanes, type LaneRelease } from '../inbox/release-lanes';
 import type { Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
 
@@ -40,15 +46,38 @@ export interface RowResult {
   durationMs: number;
 }
 
+/**
+ * A lane's share of one batch: `rows` to process now, in order; `rest` claimed with them
+ * and queued behind them (the per-row fallback processes a run one row per transaction).
+ * The lane is released at the end of the batch when its run stops or nothing is left.
+ */
+export interface BatchLane {
+  aggregateType: string;
+  aggregateId: string;
+  rows: ClaimedRow[];
+  rest: ClaimedRow[];
+  /** When what follows the whole run is due (claim-due.ts), for a run that succeeds. */
+  nextDueInSeconds: number | null;
+}
+
+/** A claim's lanes as one batch. */
+export function lanesOf(claim: Claim): BatchLane[] {
+  return claim.lanes.map((l) => ({ ...l, rest: [] }));
+}
+
 export interface BatchReport {
   /** Rows whose outcome committed with the batch. */
   completed: RowResult[];
-  /** Rows claimed but not started before the time budget ran out; handed back as due. */
+  /** Rows handed back without being run: not started in time, or behind a row of their run that did not succeed. */
   released: ClaimedRow[];
+  /** True when the time budget ran out before some rows were started. */
+  outOfTime: boolean;
   /** Rows no longer ours when the batch began (lease expired and taken over): untouched. */
   lost: ClaimedRow[];
   /** True when a failure sent the batch through the per-row savepoint path. */
   slowPath: boolean;
+  /** Per lane, in the batch's order: did its run stop at a row that did not succeed. */
+  stopped: boolean[];
 }
 
 export interface BatchContext {
@@ -69,26 +98,11 @@ interface Runnable {
   event: InboxEvent;
 }
 
-/**
- * The fast path's units of work: the events of a set-based handler together (one
- * statement for all of them), every other event on its own.
- */
-function units(runnable: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
-  const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
-  const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
-  for (const r of runnable) {
-    if (isBatchHandler(r.handler)) {
-      const group = grouped.get(r.handler);
-      if (group === undefined) grouped.set(r.handler, [r]);
-      else group.push(r);
-    } else {
-      out.push({ rows: [r.row], run: r.run });
-    }
-  }
-  for (const [handler, group] of grouped) {
-    out.push({ rows: group.map((g) => g.row), run: (tx) => handler.handleBatch(tx, group.map((g) => g.event)) });
-  }
-  return out;
+/** One row of a lane's run, as far as it could be decided before running anything. */
+type Step = { kind: 'run'; runnable: Runnable } | { kind: 'settled'; result: RowResult };
+
+function succeeded(outcome: Outcome): boolean {
+  return outcome.status === 'PROCESSED' || outcome.status === 'IGNORED';
 }
 
 /** Thrown inside the fast path's savepoint to roll it back; never escapes this module. */
@@ -103,28 +117,68 @@ function failedOutcome(ctx: BatchContext, row: ClaimedRow, error: unknown): Outc
   );
 }
 
-/** The outcome of a whole batch whose transaction failed: each row failed with `error`. */
-export function outcomesForFailedBatch(ctx: BatchContext, rows: readonly ClaimedRow[], error: unknown): Outcome[] {
-  return rows.map((row) => failedOutcome(ctx, row, error));
+/** Decide what can be decided without the database: IGNORED, quarantines before dispatch, exhausted attempts. */
+function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
+  const exhausted = outcomeForExhausted(ctx.consumer.retry, row.inbox_id, row.attempt_count);
+  if (exhausted !== undefined) return { kind: 'settled', result: { row, outcome: exhausted, durationMs: 0 } };
+  try {
+    const prepared = prepareDispatch(ctx.consumer, row);
+    if (prepared.kind === 'ignored') {
+      return { kind: 'settled', result: { row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 } };
+    }
+    return { kind: 'run', runnable: { row, run: prepared.run, handler: prepared.handler, event: prepared.event } };
+  } catch (error) {
+    return { kind: 'settled', result: { row, outcome: failedOutcome(ctx, row, error), durationMs: 0 } };
+  }
 }
 
-/** All handlers at once in one savepoint. Resolves to per-row durations, or undefined if any failed. */
-async function runFastPath(tx: TransactionSql, runnable: readonly Runnable[]): Promise<Map<string, number> | undefined> {
+/**
+ * The units of one stage: the events of a set-based handler together (one statement for
+ * all of them), every other event on its own. The rows of a stage are of different
+ * aggregates, so the units are independent of each other.
+ */
+function units(stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
+  const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
+  const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
+  for (const r of stage) {
+    if (isBatchHandler(r.handler)) {
+      const group = grouped.get(r.handler);
+      if (group === undefined) grouped.set(r.handler, [r]);
+      else group.push(r);
+    } else {
+      out.push({ rows: [r.row], run: r.run });
+    }
+  }
+  for (const [handler, group] of grouped) {
+    out.push({ rows: group.map((g) => g.row), run: (tx) => handler.handleBatch(tx, group.map((g) => g.event)) });
+  }
+  return out;
+}
+
+/**
+ * Every run's runnable rows, stage by stage, in one savepoint. Resolves to per-row
+ * durations, or undefined if anything failed (the savepoint is then rolled back).
+ */
+async function runFastPath(tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
   const durations = new Map<string, number>();
+  const depth = Math.max(0, ...runs.map((r) => r.length));
   try {
     await tx.savepoint(async (sp) => {
-      // allSettled, not all: every handler must have finished issuing its statements before
-      // the savepoint is rolled back, or a slow handler's later statements would land
-      // outside it.
-      const results = await Promise.allSettled(
-        units(runnable).map(async ({ rows, run }) => {
-          const started = performance.now();
-          await run(sp);
-          const elapsed = performance.now() - started;
-          for (const row of rows) durations.set(row.inbox_id, elapsed);
-        }),
-      );
-      if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
+      for (let k = 0; k < depth; k++) {
+        const stage = runs.flatMap((run) => (k < run.length ? [run[k]!] : []));
+        // allSettled, not all: every handler must have finished issuing its statements
+        // before the savepoint is rolled back, or a slow handler's later statements would
+        // land outside it.
+        const results = await Promise.allSettled(
+          units(stage).map(async ({ rows, run }) => {
+            const started = performance.now();
+            await run(sp);
+            const elapsed = performance.now() - started;
+            for (const row of rows) durations.set(row.inbox_id, elapsed);
+          }),
+        );
+        if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
+      }
     });
     return durations;
   } catch (error) {
@@ -133,70 +187,197 @@ async function runFastPath(tx: TransactionSql, runnable: readonly Runnable[]): P
   }
 }
 
-export async function processBatch(ctx: BatchContext, rows: readonly ClaimedRow[]): Promise<BatchReport> {
-  return ctx.sql.begin(async (tx) => {
-    const owned = await lockOwnedRows(tx, ctx.owner, rows.map((r) => r.inbox_id));
-    const lost = rows.filter((r) => !owned.has(r.inbox_id));
-    const results: RowResult[] = [];
-    const runnable: Runnable[] = [];
+/** What one lane's share of the batch came to. */
+interface LaneResult {
+  results: RowResult[];
+  /** Not run: behind the row that stopped the run, or not started in time. */
+  handedBack: ClaimedRow[];
+  stoppedBy: Outcome | undefined;
+  outOfTime: boolean;
+}
 
-    for (const row of rows) {
-      if (!owned.has(row.inbox_id)) continue;
-      const exhausted = outcomeForExhausted(ctx.consumer.retry, row.inbox_id, row.attempt_count);
-      if (exhausted !== undefined) {
-        results.push({ row, outcome: exhausted, durationMs: 0 });
-        continue;
-      }
-      try {
-        const prepared = prepareDispatch(ctx.consumer, row);
-        if (prepared.kind === 'ignored') results.push({ row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 });
-        else runnable.push({ row, run: prepared.run, handler: prepared.handler, event: prepared.event });
-      } catch (error) {
-        results.push({ row, outcome: failedOutcome(ctx, row, error), durationMs: 0 });
-      }
+/** The lane's steps up to and including the first settled row that does not succeed. */
+function prefixOf(steps: readonly Step[]): { prefix: Step[]; rest: Step[] } {
+  const stop = steps.findIndex((s) => s.kind === 'settled' && !succeeded(s.result.outcome));
+  return stop < 0 ? { prefix: [...steps], rest: [] } : { prefix: steps.slice(0, stop + 1), rest: steps.slice(stop + 1) };
+}
+
+function rowOf(step: Step): ClaimedRow {
+  return step.kind === 'run' ? step.runnable.row : step.result.row;
+}
+
+/** The slow path for one lane: each row in its own savepoint, in order, until one does not succeed. */
+async function runLaneSlowly(ctx: BatchContext, tx: TransactionSql, steps: readonly Step[]): Promise<LaneResult> {
+  const lane: LaneResult = { results: [], handedBack: [], stoppedBy: undefined, outOfTime: false };
+  for (let i = 0; i < steps.length; i++) {
+    const step = steps[i]!;
+    if (lane.stoppedBy !== undefined || lane.outOfTime) {
+      lane.handedBack.push(rowOf(step));
+      continue;
     }
+    if (step.kind === 'settled') {
+      lane.results.push(step.result);
+      if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
+      continue;
+    }
+    if (ctx.remainingMs() < ctx.safetyMarginMs) {
+      lane.outOfTime = true;
+      lane.handedBack.push(step.runnable.row);
+      continue;
+    }
+    const { row, run } = step.runnable;
+    const started = performance.now();
+    try {
+      await tx.savepoint((sp) => run(sp));
+      lane.results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: performance.now() - started });
+    } catch (error) {
+      const outcome = failedOutcome(ctx, row, error);
+      lane.results.push({ row, outcome, durationMs: performance.now() - started });
+      lane.stoppedBy = outcome;
+    }
+  }
+  return lane;
+}
 
-    const notStarted: ClaimedRow[] = [];
+/**
+ * When a lane's head is due after the batch, in seconds from now (null: nothing queued):
+ * a row retried is the head, due when it retries; rows handed back are due now; a run that
+ * went through leaves what followed it.
+ */
+export function laneDue(lane: Pick<BatchLane, 'nextDueInSeconds'>, stoppedBy: Outcome | undefined, handedBack: number): number | null {
+  if (stoppedBy?.status === 'RETRY_PENDING') return stoppedBy.delaySeconds;
+  if (handedBack > 0) return 0;
+  return lane.nextDueInSeconds;
+}
+
+export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[]): Promise<BatchReport> {
+  return ctx.sql.begin(async (tx) => {
+    const all = lanes.flatMap((l) => [...l.rows, ...l.rest]);
+    const owned = await lockOwnedRows(tx, ctx.owner, all.map((r) => r.inbox_id));
+    const lost = all.filter((r) => !owned.has(r.inbox_id));
+
+    // A lane whose rows were taken over is no longer this worker's: leave all of it alone.
+    const ours = lanes.map((l) => [...l.rows, ...l.rest].every((r) => owned.has(r.inbox_id)));
+    const steps = lanes.map((l, i) => (ours[i] ? l.rows.map((row) => stepOf(ctx, row)) : []));
+
+    const laneResults: LaneResult[] = [];
     let slowPath = false;
-    if (runnable.length > 0 && ctx.remainingMs() < ctx.safetyMarginMs) {
-      notStarted.push(...runnable.map((r) => r.row));
-    } else if (runnable.length > 0) {
-      const durations = await runFastPath(tx, runnable);
+    if (ctx.remainingMs() < ctx.safetyMarginMs) {
+      // Out of time before anything ran: every row goes back as it was, attempt refunded.
+      for (const laneSteps of steps) {
+        laneResults.push({ results: [], handedBack: laneSteps.map(rowOf), stoppedBy: undefined, outOfTime: laneSteps.length > 0 });
+      }
+    } else {
+      const split = steps.map(prefixOf);
+      const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
+      const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(tx, runs);
       if (durations !== undefined) {
-        for (const { row } of runnable) {
-          results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: durations.get(row.inbox_id) ?? 0 });
+        for (const { prefix, rest } of split) {
+          const lane: LaneResult = { results: [], handedBack: rest.map(rowOf), stoppedBy: undefined, outOfTime: false };
+          for (const step of prefix) {
+            if (step.kind === 'settled') {
+              lane.results.push(step.result);
+              if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
+            } else {
+              const { row } = step.runnable;
+              lane.results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: durations.get(row.inbox_id) ?? 0 });
+            }
+          }
+          laneResults.push(lane);
         }
       } else {
         slowPath = true;
-        for (const { row, run } of runnable) {
-          if (ctx.remainingMs() < ctx.safetyMarginMs) {
-            notStarted.push(row);
-            continue;
-          }
-          const started = performance.now();
-          try {
-            await tx.savepoint((sp) => run(sp));
-            results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: performance.now() - started });
-          } catch (error) {
-            results.push({ row, outcome: failedOutcome(ctx, row, error), durationMs: performance.now() - started });
-          }
-        }
+        for (const laneSteps of steps) laneResults.push(await runLaneSlowly(ctx, tx, laneSteps));
       }
     }
 
+    const outcomes: Outcome[] = [];
+    const handBack: string[] = [];
+    const releases: LaneRelease[] = [];
+    lanes.forEach((l, i) => {
+      if (!ours[i]) {
+        // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
+        handBack.push(...l.rows.filter((r) => owned.has(r.inbox_id)).map((r) => r.inbox_id));
+        return;
+      }
+      const r = laneResults[i]!;
+      outcomes.push(...r.results.map((x) => x.outcome));
+      const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
+      handBack.push(...behind.map((row) => row.inbox_id));
+      // A run that went through with more of it still to come keeps its lane.
+      const finished = r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0;
+      if (finished) releases.push({ aggregateType: l.aggregateType, aggregateId: l.aggregateId, dueInSeconds: laneDue(l, r.stoppedBy, behind.length) });
+    });
+
     const [changed, released] = await Promise.all([
-      completeRows(tx, ctx.owner, results.map((r) => r.outcome)),
-      releaseClaimed(tx, ctx.owner, notStarted.map((r) => r.inbox_id)),
+      completeRows(tx, ctx.owner, outcomes),
+      releaseClaimed(tx, ctx.owner, handBack),
+      releaseLanes(tx, ctx.consumer.name, ctx.owner, releases),
     ]);
     // We hold the rows' locks, so every outcome applies; filter anyway rather than report
     // a change that did not happen.
     const applied = new Set(changed);
     const releasedIds = new Set(released);
     return {
-      completed: results.filter((r) => applied.has(r.row.inbox_id)),
-      released: notStarted.filter((r) => releasedIds.has(r.inbox_id)),
+      completed: laneResults.flatMap((r) => r.results).filter((r) => applied.has(r.row.inbox_id)),
+      released: all.filter((r) => releasedIds.has(r.inbox_id)),
+      outOfTime: laneResults.some((r) => r.outOfTime),
       lost,
       slowPath,
+      stopped: lanes.map((_, i) => laneResults[i]?.stoppedBy !== undefined),
     };
   });
+}
+
+/**
+ * A batch whose transaction failed as a whole with `error` (nothing of it committed): each
+ * lane's first row records the failed attempt, the rows behind it are handed back untouched,
+ * and the lanes are released, in one transaction. Fenced like everything else: if the
+ * failed batch's commit did land after all, nothing is PROCESSING under this owner any more
+ * and nothing changes.
+ */
+export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], error: unknown): Promise<BatchReport> {
+  return ctx.sql.begin(async (tx) => {
+    const heads = lanes.filter((l) => l.rows.length > 0).map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
+    const behind = lanes.flatMap((l) => [...l.rows.slice(1), ...l.rest]);
+    const releases = heads.map(({ lane, outcome }) => ({
+      aggregateType: lane.aggregateType,
+      aggregateId: lane.aggregateId,
+      dueInSeconds: laneDue(lane, outcome, lane.rows.length - 1 + lane.rest.length),
+    }));
+    const [changed, released] = await Promise.all([
+      completeRows(tx, ctx.owner, heads.map((h) => h.outcome)),
+      releaseClaimed(tx, ctx.owner, behind.map((r) => r.inbox_id)),
+      releaseLanes(tx, ctx.consumer.name, ctx.owner, releases),
+    ]);
+    const applied = new Set(changed);
+    const releasedIds = new Set(released);
+    return {
+      completed: heads.filter((h) => applied.has(h.row.inbox_id)).map(({ row, outcome }) => ({ row, outcome, durationMs: 0 })),
+      released: behind.filter((r) => releasedIds.has(r.inbox_id)),
+      outOfTime: false,
+      lost: [],
+      slowPath: false,
+      stopped: lanes.map(() => true),
+    };
+  });
+}
+
+/**
+ * Rows a batch found no longer ours (lease expired before it began). Those still PROCESSING
+ * under this owner, because nobody took them over, go back as they were (attempt refunded)
+ * with their lanes, due now; the rest belong to whoever took them.
+ */
+export async function handBackLost(ctx: BatchContext, rows: readonly ClaimedRow[]): Promise<void> {
+  if (rows.length === 0) return;
+  const lanes = new Map<string, LaneRelease>();
+  for (const r of rows) {
+    lanes.set(JSON.stringify([r.aggregate_type, r.aggregate_id]), { aggregateType: r.aggregate_type, aggregateId: r.aggregate_id, dueInSeconds: 0 });
+  }
+  await ctx.sql.begin((tx) =>
+    Promise.all([
+      releaseClaimed(tx, ctx.owner, rows.map((r) => r.inbox_id)),
+      releaseLanes(tx, ctx.consumer.name, ctx.owner, [...lanes.values()]),
+    ]),
+  );
 }

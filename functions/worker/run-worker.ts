@@ -9,15 +9,13 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { claimDue, type ClaimedRow } from '../inbox/claim-due';
-import { completeRows } from '../inbox/complete';
-import { releaseClaimed } from '../inbox/release-claimed';
 import type { Outcome } from '../inbox/types';
-import type { Config } from '../lib/config';
+import { DEFAULTS, type Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
-import { outcomesForFailedBatch, processBatch, type BatchContext, type BatchReport, type RowResult } from './process-batch';
+import { failBatch, handBackLost, lanesOf, processBatch, type BatchContext, type BatchLane, type BatchReport, type RowResult } from './process-batch';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -83,6 +81,7 @@ function logRow(logger: Logger, consumerName: string, r: RowResult): void {
 export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult> {
   const { sql, consumer, logger, metrics } = deps;
   const { batchSize, safetyMarginMs, leaseSeconds } = deps.config.worker;
+  const runLimit = Math.min(deps.config.worker.runLength ?? DEFAULTS.workerRunLength, batchSize);
   const owner = deps.owner ?? newOwnerId();
   const ctx: BatchContext = {
     sql,
@@ -92,68 +91,78 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     safetyMarginMs,
     ...(deps.random ? { random: deps.random } : {}),
   };
-  const lost: string[] = [];
+  const lost: ClaimedRow[] = [];
   const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
 
   /**
    * One claimed batch. Resolves to the batch's reports and whether it failed as a whole
    * for a reason worth retrying; throws RetryableError DB_CONNECTION when the connection died.
    */
-  async function runBatch(rows: readonly ClaimedRow[]): Promise<{ reports: BatchReport[]; failed: boolean }> {
+  async function runBatch(lanes: readonly BatchLane[]): Promise<{ reports: BatchReport[]; failed: boolean }> {
     try {
-      return { reports: [await processBatch(ctx, rows)], failed: false };
+      return { reports: [await processBatch(ctx, lanes)], failed: false };
     } catch (error) {
       const c = classifyError(error);
-      logger.error('worker_batch_failed', { consumerName: consumer.name, rows: rows.length, errorCode: c.code, sqlState: c.sqlState });
+      const rows = lanes.reduce((n, l) => n + l.rows.length, 0);
+      logger.error('worker_batch_failed', { consumerName: consumer.name, rows, errorCode: c.code, sqlState: c.sqlState });
       if (isConnectionError(error)) {
         // The connection died under the batch: whether its COMMIT landed is unknown, and
         // the database may be failing over. Write nothing more; the rows stay PROCESSING
         // under this owner until their lease (capped at this invocation's end) expires
-        // and the reaper returns them, their attempt already counted by the claim. The
-        // invocation fails, so the outage is visible rather than a quiet empty run.
+        // and the reaper returns them and their lanes, their attempt already counted by
+        // the claim. The invocation fails, so the outage is visible rather than a quiet
+        // empty run.
         throw new RetryableError(ErrorCodes.DB_CONNECTION, 'database connection lost during a batch; its rows return when their leases expire', { cause: error });
       }
-      if (!c.retryable && rows.length > 1) {
+      if (!c.retryable && rows > 1) {
         // Refused for its data as a whole (a deferred constraint at COMMIT): nothing says
         // which row was at fault, and quarantining them all would take the innocent rows
-        // with it. Nothing committed and the rows are still ours: run each on its own.
+        // with it. Nothing committed and the rows are still ours: run each on its own, lane
+        // by lane in run order, a lane's rows queued behind the one that runs.
         const reports: BatchReport[] = [];
         let failed = false;
-        for (const row of rows) {
-          const one = await runBatch([row]);
-          reports.push(...one.reports);
-          failed ||= one.failed;
+        for (const lane of lanes) {
+          const queue = [...lane.rows, ...lane.rest];
+          for (let i = 0; i < queue.length; i++) {
+            const one = await runBatch([{ ...lane, rows: [queue[i]!], rest: queue.slice(i + 1) }]);
+            reports.push(...one.reports);
+            failed ||= one.failed;
+            if (one.failed || one.reports.some((r) => r.stopped[0] || r.outOfTime || r.lost.length > 0)) break;
+          }
         }
         return { reports, failed };
       }
       // The batch transaction failed as a whole: none of it committed. Record the failed
-      // attempt (fenced: a commit that did land despite the error leaves nothing
-      // PROCESSING to change). If that fails too, the database is unreachable: the
-      // leases expire and the reaper returns the rows.
-      const outcomes = outcomesForFailedBatch(ctx, rows, error);
-      const changed = new Set(await completeRows(sql, owner, outcomes));
-      const completed = rows.flatMap((row, i) => (changed.has(row.inbox_id) ? [{ row, outcome: outcomes[i]!, durationMs: 0 }] : []));
-      return { reports: [{ completed, released: [], lost: [], slowPath: false }], failed: c.retryable };
+      // attempt of each lane's first row and hand the rest back (fenced: a commit that did
+      // land despite the error leaves nothing PROCESSING to change). If that fails too, the
+      // database is unreachable: the leases expire and the reaper returns the rows.
+      return { reports: [await failBatch(ctx, lanes, error)], failed: c.retryable };
     }
   }
 
   try {
+    let emptyClaims = 0;
     for (;;) {
       // One reading per claim: the lease ends no later than this invocation does, and is
       // never shorter than the safety margin.
       const left = deps.remainingMs();
       if (left <= safetyMarginMs) break;
       const lease = Math.min(leaseSeconds, left / 1000);
-      const rows = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, leaseSeconds: lease });
-      if (rows.length === 0) break;
+      const claim = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, runLimit, leaseSeconds: lease });
+      if (claim.rows.length === 0) {
+        // Lanes whose head turned out not to be due were put right; others may be due.
+        if (claim.deferredLanes > 0 && ++emptyClaims < MAX_EMPTY_CLAIMS) continue;
+        break;
+      }
+      emptyClaims = 0;
       const claimedAt = performance.now();
-      result.claimed += rows.length;
+      result.claimed += claim.rows.length;
 
-      const { reports, failed } = await runBatch(rows);
+      const { reports, failed } = await runBatch(lanesOf(claim));
       for (const report of reports) {
         result.released += report.released.length;
         result.lost += report.lost.length;
-        lost.push(...report.lost.map((r) => r.inbox_id));
+        lost.push(...report.lost);
         for (const r of report.completed) {
           logRow(logger, consumer.name, r);
           result[COUNTER[r.outcome.status]] += 1;
@@ -173,12 +182,13 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       // A batch that failed as a whole for a reason worth retrying (the database, not a row)
       // will not clear up within this invocation.
       if (failed) break;
-      if (reports.some((r) => r.released.length > 0)) break; // out of time
+      if (reports.some((r) => r.outOfTime)) break;
     }
     // Rows whose lease ran out before their batch began were never started. Any still
-    // PROCESSING under this owner (nobody took them over) go back now rather than wait
-    // for the reaper: a normal return leaves nothing it claimed in PROCESSING.
-    await releaseClaimed(sql, owner, lost);
+    // PROCESSING under this owner (nobody took them over) go back now, with their lanes,
+    // rather than wait for the reaper: a normal return leaves nothing it claimed in
+    // PROCESSING.
+    await handBackLost(ctx, lost);
   } finally {
     count(metrics, MetricNames.EventsProcessed, result.processed);
     count(metrics, MetricNames.EventsRetried, result.retried);
@@ -187,3 +197,6 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
   }
   return result;
 }
+
+/** Claims in a row that took nothing but put lanes right before the loop stops: bounds a spin. */
+const MAX_EMPTY_CLAIMS = 10;

@@ -29,6 +29,7 @@ describe('parseConfig', () => {
     expect(config.maxPayloadBytes).toBe(262_144);
     expect(config.worker).toEqual({
       batchSize: DEFAULTS.workerBatchSize,
+      runLength: DEFAULTS.workerRunLength,
       safetyMarginMs: DEFAULTS.workerSafetyMarginMs,
       leaseSeconds: DEFAULTS.leaseSeconds,
     });

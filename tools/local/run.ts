@@ -235,7 +235,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const crashFirst = async (name: string): Promise<boolean> => {
       if ((pendingCrashes.get(name) ?? 0) === 0) return false;
       const pending = pendingCrashes.get(name)!;
-      const rows = await claimDue(crashSql, {
+      const { rows } = await claimDue(crashSql, {
         consumerName: name,
         owner: `local-crashed-worker:${name}:${pending}`,
         limit: CRASH_CLAIM_LIMIT,

@@ -7,9 +7,10 @@ import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumer
 import { caseSla } from '../../../functions/consumers/case-sla';
 import { claimDue } from '../../../functions/inbox/claim-due';
 import { completeRows } from '../../../functions/inbox/complete';
+import { releaseExpired } from '../../../functions/inbox/release-expired';
 import type { Sql } from '../../../functions/lib/db';
 import { ErrorCodes } from '../../../functions/lib/errors';
-import { processBatch } from '../../../functions/worker/process-batch';
+import { lanesOf, processBatch } from '../../../functions/worker/process-batch';
 import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
@@ -214,10 +215,10 @@ describe('workers racing', () => {
     // A window of 4 × 5 = 20 rows: all 50 older rows belong to the aggregate in flight.
     const claimed = await claimDue(sql, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 5, leaseSeconds: 60 });
 
-    expect(claimed.map((r) => r.aggregate_id)).toEqual(['case_cold']);
+    expect(claimed.rows.map((r) => r.aggregate_id)).toEqual(['case_cold']);
   });
 
-  it('two concurrent claims never take two rows of one aggregate', async () => {
+  it('of concurrent claims, one takes the whole run of an aggregate and the others none of it', async () => {
     await insertInboxRows(sql, [1, 2, 3, 4].map((v) => ({
       aggregateId: 'case_one',
       aggregateVersion: v,
@@ -230,7 +231,8 @@ describe('workers racing', () => {
       clients.map((c) => claimDue(c, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 10, leaseSeconds: 60 })),
     );
 
-    expect(claims.flat().map((r) => r.aggregate_version)).toEqual([1]);
+    const versions = claims.map((c) => c.rows.map((r) => r.aggregate_version));
+    expect(versions.filter((v) => v.length > 0)).toEqual([[1, 2, 3, 4]]);
   });
 });
 
@@ -243,15 +245,13 @@ describe('fencing on the lease owner', () => {
     const first = newOwnerId('first');
     const second = newOwnerId('second');
     const claimedByFirst = await claimDue(sql, { consumerName: 'case-projection', owner: first, limit: 10, leaseSeconds: 60 });
-    // The lease expires and the reaper hands the row back (arranged directly).
-    await sql`
-      update integration.consumer_inbox
-      set status = 'RETRY_PENDING', next_attempt_at = now(), locked_by = null, locked_at = null, lease_expires_at = null
-      where inbox_id = ${row!.inbox_id}`;
+    // The lease expires and the reaper hands the row and its lane back.
+    await sql`update integration.consumer_inbox set lease_expires_at = now() - interval '1 second' where inbox_id = ${row!.inbox_id}`;
+    expect(await releaseExpired(sql, 'case-projection', 10, 100)).toHaveLength(1);
     const claimedBySecond = await claimDue(sql, { consumerName: 'case-projection', owner: second, limit: 10, leaseSeconds: 60 });
-    expect(claimedBySecond.map((r) => r.inbox_id)).toEqual([row!.inbox_id]);
+    expect(claimedBySecond.rows.map((r) => r.inbox_id)).toEqual([row!.inbox_id]);
 
-    const report = await processBatch(ctx(first), claimedByFirst);
+    const report = await processBatch(ctx(first), lanesOf(claimedByFirst));
     const late = await completeRows(sql, first, [{ inboxId: row!.inbox_id, status: 'PROCESSED' }]);
 
     expect(report.lost.map((r) => r.inbox_id)).toEqual([row!.inbox_id]);
@@ -261,7 +261,7 @@ describe('fencing on the lease owner', () => {
     const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
     expect(n).toBe(0);
 
-    const secondReport = await processBatch(ctx(second), claimedBySecond);
+    const secondReport = await processBatch(ctx(second), lanesOf(claimedBySecond));
     expect(secondReport.completed.map((r) => r.outcome.status)).toEqual(['PROCESSED']);
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSED', locked_by: null });
   });
@@ -272,7 +272,7 @@ describe('fencing on the lease owner', () => {
     const claimed = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
     await sql`update integration.consumer_inbox set lease_expires_at = now() - interval '1 second' where inbox_id = ${row!.inbox_id}`;
 
-    const report = await processBatch(ctx(owner), claimed);
+    const report = await processBatch(ctx(owner), lanesOf(claimed));
 
     expect(report.lost).toHaveLength(1);
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSING', locked_by: owner });
@@ -301,7 +301,7 @@ describe('fencing on the lease owner', () => {
     const claimed = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 0.3 });
     const reaper = db.client({ max: 1 });
 
-    const batch = processBatch({ ...ctx(owner), consumer: slow }, claimed);
+    const batch = processBatch({ ...ctx(owner), consumer: slow }, lanesOf(claimed));
     await new Promise((r) => setTimeout(r, 600));
     // What a reaper does with an expired lease; it must wait for the batch's row lock.
     const released = await reaper<{ inbox_id: string }[]>`
