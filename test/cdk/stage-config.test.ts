@@ -70,7 +70,7 @@ describe('stage configuration', () => {
 });
 
 describe('a consumer\'s schema registry', () => {
-  const GLUE = { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' };
+  const GLUE = { type: 'glue' as const, registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' };
   const withRegistry = (registry: unknown, stage: Record<string, unknown> = {}) => ({
     msk: { clusterArn: CLUSTER_ARN },
     ...stage,
