@@ -71,6 +71,12 @@ describe('stage configuration', () => {
 
 describe('a consumer\'s schema registry', () => {
   const GLUE = { type: 'glue' as const, registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' };
+  const CONFLUENT = {
+    type: 'confluent' as const,
+    url: 'https://registry.example.com:8081',
+    authentication: 'CLIENT_CERTIFICATE_TLS_AUTH' as const,
+    secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-client-AbC123',
+  };
   const withRegistry = (registry: unknown, stage: Record<string, unknown> = {}) => ({
     msk: { clusterArn: CLUSTER_ARN },
     ...stage,
@@ -87,18 +93,11 @@ describe('a consumer\'s schema registry', () => {
 
   it('takes the declaration\'s registry, and lets the stage replace it', () => {
     const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { ...GLUE, recordFormat: 'SOURCE' as const } } : c));
-    const confluent = {
-      type: 'confluent',
-      url: 'https://registry.example.com:8081',
-      authentication: 'CLIENT_CERTIFICATE_TLS_AUTH',
-      secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-client-AbC123',
-    };
-
     const fromDeclaration = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, declared);
-    const replaced = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { schemaRegistry: confluent } } }, declared);
+    const replaced = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { schemaRegistry: CONFLUENT } } }, declared);
 
     expect(registryOf(fromDeclaration, 'case-sla')).toEqual({ ...GLUE, validate: ['VALUE'], recordFormat: 'SOURCE' });
-    expect(registryOf(replaced, 'case-sla')).toEqual({ ...confluent, validate: ['VALUE'], recordFormat: 'JSON' });
+    expect(registryOf(replaced, 'case-sla')).toEqual({ ...CONFLUENT, validate: ['VALUE'], recordFormat: 'JSON' });
   });
 
   it('validates a declaration\'s registry like a stage\'s, naming the declaration', () => {
@@ -116,8 +115,8 @@ describe('a consumer\'s schema registry', () => {
     ['an attribute twice', { ...GLUE, validate: ['VALUE', 'VALUE'] }, 'schemaRegistry.validate: each attribute once'],
     ['no attribute', { ...GLUE, validate: [] }, 'schemaRegistry.validate: Too small'],
     ['an unknown record format', { ...GLUE, recordFormat: 'AVRO' }, 'schemaRegistry.recordFormat: Invalid option'],
-    ['a plain-http Confluent URL', { type: 'confluent', url: 'http://registry:8081', authentication: 'BASIC_AUTH', secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:r-AbC123' }, 'schemaRegistry.url: must be an https URL'],
-    ['a secret ARN without its suffix', { type: 'confluent', url: 'https://r.example.com', authentication: 'BASIC_AUTH', secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry' }, 'schemaRegistry.secretArn: must be a complete Secrets Manager secret ARN'],
+    ['a plain-http Confluent URL', { ...CONFLUENT, url: 'http://registry:8081' }, 'schemaRegistry.url: must be an https URL'],
+    ['a secret ARN without its suffix', { ...CONFLUENT, secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry' }, 'schemaRegistry.secretArn: must be a complete Secrets Manager secret ARN'],
   ])('refuses %s, with its path', (_name, registry, expected) => {
     const message = configError(withRegistry(registry)).message;
 
@@ -132,9 +131,7 @@ describe('a consumer\'s schema registry', () => {
   });
 
   it('refuses a Confluent registry on a dev cluster, whose subnets cannot reach it', () => {
-    const confluent = { type: 'confluent', url: 'https://r.example.com', authentication: 'BASIC_AUTH', secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:r-AbC123' };
-
-    const message = configError({ msk: { createDevCluster: true }, consumers: { 'notification-service': { schemaRegistry: confluent } } }).message;
+    const message = configError({ msk: { createDevCluster: true }, consumers: { 'notification-service': { schemaRegistry: CONFLUENT } } }).message;
 
     expect(message).toContain("stages.test.consumers.notification-service.schemaRegistry: a Confluent registry needs a route from the cluster's subnets");
   });
