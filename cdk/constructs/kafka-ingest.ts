@@ -2,7 +2,8 @@
  * One consumer's ingest side: the ingest function and one MSK event-source mapping per
  * topic, in provisioned mode, with partial batch responses and bounded retries. Records the
  * mapping gives up on (retries or age exhausted: the database was down for that long) go
- * to the on-failure bucket with their payload, so nothing is dropped silently.
+ * to the on-failure bucket with their payload, so nothing is dropped silently. A consumer
+ * that declares a schema registry gets it on every one of its mappings, and nothing else does.
  */
 import { Duration, Fn, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
