@@ -6,6 +6,12 @@
  * context path in the message (`stages.prod.msk.clusterArn: …`), before any resource exists.
  */
 import { z } from 'zod';
+import {
+  GLUE_REGISTRY_ARN,
+  schemaRegistrySchema,
+  type SchemaRegistry,
+  type SchemaRegistryDeclaration,
+} from '../functions/consumers/schema-registry';
 
 export class StageConfigError extends Error {
   constructor(message: string) {
@@ -56,6 +62,8 @@ const consumerOverride = consumerSettings.partial().extend({
   consumerGroupId: z.string().regex(CONSUMER_GROUP_ID, 'must be 1-200 characters of [a-zA-Z0-9-/*:_+=.@]').optional(),
   /** false: deploy nothing for this consumer in this stage. */
   enabled: z.boolean().default(true),
+  /** Sets or replaces the declaration's schema registry in this stage (functions/consumers/schema-registry.ts). */
+  schemaRegistry: schemaRegistrySchema.optional(),
 });
 
 const stageSchema = z
@@ -141,6 +149,8 @@ const stageSchema = z
         offsetLag: int(1, 1_000_000_000).default(10_000),
         functionErrors: int(0, 1_000_000).default(0),
         esmFailedRecords: int(0, 1_000_000).default(0),
+        /** Consumers with a schema registry: SchemaRegistryErrorCount of their mappings. */
+        schemaRegistryErrors: int(0, 1_000_000).default(0),
         /** Consecutive 5-minute periods in breach before an alarm fires. */
         evaluationPeriods: int(1, 100).default(1),
       })
@@ -163,6 +173,8 @@ export interface ConsumerStageConfig extends ConsumerSettings {
   topics: string[];
   /** The consumer group of each topic's event-source mapping. */
   consumerGroupIds: Record<string, string>;
+  /** The registry every mapping of this consumer validates against: the stage's, else the declaration's. */
+  schemaRegistry?: SchemaRegistry;
 }
 
 export interface StageConfig extends Omit<StageSettings, 'consumers' | 'consumerDefaults'> {
@@ -175,6 +187,7 @@ export interface DeclaredConsumer {
   name: string;
   topics: readonly string[];
   mode: 'deferred' | 'inline';
+  schemaRegistry?: SchemaRegistryDeclaration;
 }
 
 /**
@@ -216,7 +229,8 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
   const consumers: ConsumerStageConfig[] = [];
   const seenGroups = new Map<string, string>();
   for (const declaration of declared) {
-    const { topics: topicOverride, consumerGroupId, enabled, ...settings } = overrides[declaration.name] ?? { enabled: true };
+    const { topics: topicOverride, consumerGroupId, enabled, schemaRegistry: registryOverride, ...settings } =
+      overrides[declaration.name] ?? { enabled: true };
     if (!enabled) continue;
     const merged: ConsumerSettings = { ...consumerDefaults, ...stripUndefined(settings) };
     const topics = topicOverride ?? [...declaration.topics];
@@ -236,7 +250,16 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
       if (owner !== undefined) problems.push(`${path}: consumer group "${group}" is also used by ${owner}`);
       seenGroups.set(group, `${declaration.name}/${topic}`);
     }
-    consumers.push({ ...merged, name: declaration.name, mode: declaration.mode, topics, consumerGroupIds });
+    const schemaRegistry = registryOverride ?? declaredRegistry(declaration, problems);
+    if (schemaRegistry !== undefined) problems.push(...registryProblems(path, schemaRegistry, rest));
+    consumers.push({
+      ...merged,
+      name: declaration.name,
+      mode: declaration.mode,
+      topics,
+      consumerGroupIds,
+      ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
+    });
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
 
@@ -244,6 +267,36 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
   }
   return { stage, ...rest, consumers };
+}
+
+/** The declaration's registry, validated by the same schema as a stage's (a typo in code fails synth too). */
+function declaredRegistry(declaration: DeclaredConsumer, problems: string[]): SchemaRegistry | undefined {
+  if (declaration.schemaRegistry === undefined) return undefined;
+  const parsed = schemaRegistrySchema.safeParse(declaration.schemaRegistry);
+  if (parsed.success) return parsed.data;
+  for (const issue of parsed.error.issues) {
+    problems.push(`consumer declaration ${declaration.name}: schemaRegistry${issue.path.map((p) => `.${String(p)}`).join('')}: ${issue.message}`);
+  }
+  return undefined;
+}
+
+/** What the schema alone cannot see: the registry against the stage it is deployed in. */
+function registryProblems(path: string, registry: SchemaRegistry, stage: Omit<StageSettings, 'consumers' | 'consumerDefaults'>): string[] {
+  const problems: string[] = [];
+  if (registry.type === 'glue' && stage.account !== undefined && stage.region !== undefined) {
+    // CDK's GlueSchemaRegistry grants glue:GetSchemaVersion on schemas of the stack's own
+    // account and region; a registry elsewhere would deploy and then fail every poll.
+    const [, region, account] = GLUE_REGISTRY_ARN.exec(registry.registryArn)!;
+    if (region !== stage.region || account !== stage.account) {
+      problems.push(`${path}.schemaRegistry.registryArn: must be in the stage's account and region (${stage.account}, ${stage.region})`);
+    }
+  }
+  if (registry.type === 'confluent' && stage.msk.createDevCluster) {
+    // The mapping's pollers reach the registry from the cluster's subnets: the dev cluster's
+    // are isolated (no NAT), so every poll would fail to fetch a schema.
+    problems.push(`${path}.schemaRegistry: a Confluent registry needs a route from the cluster's subnets; the dev cluster's VPC has none (use msk.clusterArn)`);
+  }
+  return problems;
 }
 
 function stripUndefined<T extends object>(value: T): Partial<T> {

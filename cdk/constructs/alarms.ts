@@ -18,6 +18,7 @@ export const RUNBOOK = {
   offsetLag: 'Offset lag',
   functionErrors: 'Function errors',
   esmFailedRecords: 'ESM failed records',
+  schemaRegistryErrors: 'Schema registry errors',
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
@@ -93,6 +94,15 @@ export class InboxAlarms extends Construct {
         'esmFailedRecords',
         `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
       );
+      if (c.schemaRegistry) {
+        add(
+          `${key}SchemaRegistryErrors`,
+          m.schemaRegistryErrors(c),
+          t.schemaRegistryErrors,
+          'schemaRegistryErrors',
+          `${c.name}: the event-source mapping could not fetch a schema or validate records against the schema registry; those records never reached the function.`,
+        );
+      }
     }
     for (const f of props.functions) {
       add(

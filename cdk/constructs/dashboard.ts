@@ -70,7 +70,7 @@ export class InboxDashboard extends Construct {
           width: W,
           height: H,
           left: [m.offsetLag(c)],
-          right: [m.esmFailedRecords(c)],
+          right: [m.esmFailedRecords(c), ...(c.schemaRegistry ? [m.schemaRegistryErrors(c)] : [])],
         }),
         new cloudwatch.GraphWidget({
           title: `${c.name}: reaper`,

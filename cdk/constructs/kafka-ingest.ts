@@ -2,15 +2,23 @@
  * One consumer's ingest side: the ingest function and one MSK event-source mapping per
  * topic, in provisioned mode, with partial batch responses and bounded retries. Records the
  * mapping gives up on (retries or age exhausted: the database was down for that long) go
- * to the on-failure bucket with their payload, so nothing is dropped silently.
+ * to the on-failure bucket with their payload, so nothing is dropped silently. A consumer
+ * that declares a schema registry gets it on every one of its mappings, and nothing else does.
  */
-import { Duration, Fn } from 'aws-cdk-lib';
+import { Duration, Fn, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { ManagedKafkaEventSource, S3OnFailureDestination } from 'aws-cdk-lib/aws-lambda-event-sources';
+import {
+  ConfluentSchemaRegistry,
+  GlueSchemaRegistry,
+  ManagedKafkaEventSource,
+  S3OnFailureDestination,
+} from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
+import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { acknowledge, arnFinding } from './nag';
+import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/consumers/schema-registry';
+import { acknowledge, arnFinding, type NagAcknowledgement } from './nag';
 import type { ConsumerStageConfig } from '../config';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 
@@ -56,6 +64,7 @@ export class KafkaIngest extends Construct {
       environment: { CONSUMER_NAME: consumer.name },
     });
 
+    const registry = consumer.schemaRegistry === undefined ? undefined : this.schemaRegistry(consumer.schemaRegistry);
     for (const topic of consumer.topics) {
       const source = new ManagedKafkaEventSource({
         clusterArn: props.clusterArn,
@@ -70,7 +79,9 @@ export class KafkaIngest extends Construct {
         retryAttempts: consumer.retryAttempts,
         maxRecordAge: Duration.seconds(consumer.maxRecordAgeSeconds),
         onFailure: new S3OnFailureDestination(props.failedRecords),
+        // ERROR_COUNT carries SchemaRegistryErrorCount, the one trace of records that failed validation.
         metricsConfig: { metrics: [lambda.MetricType.EVENT_COUNT, lambda.MetricType.ERROR_COUNT, lambda.MetricType.KAFKA_METRICS] },
+        ...(registry === undefined ? {} : { schemaRegistryConfig: registry.config }),
       });
       this.function.addEventSource(source);
       this.eventSourceMappingIds.push(source.eventSourceMappingId);
@@ -115,6 +126,59 @@ export class KafkaIngest extends Construct {
             arnFinding(props.failedRecords, '/*'),
           ],
         },
+        ...(registry?.acknowledgements ?? []),
       ]);
+  }
+
+  /**
+   * The library's registry classes grant what the mapping needs on the function's role (it
+   * polls with that role): Glue, glue:GetRegistry on the registry and glue:GetSchemaVersion
+   * on it and its schemas; Confluent, read access to exactly the declared secret (plus, with
+   * a customer-managed key, decrypt through Secrets Manager). One instance serves every topic.
+   */
+  private schemaRegistry(declared: SchemaRegistry): { config: GlueSchemaRegistry | ConfluentSchemaRegistry; acknowledgements: NagAcknowledgement[] } {
+    const common = {
+      eventRecordFormat: lambda.EventRecordFormat[declared.recordFormat],
+      schemaValidationConfigs: declared.validate.map((a) => ({ attribute: lambda.KafkaSchemaValidationAttribute[a] })),
+    };
+    if (declared.type === 'confluent') {
+      const secret = secretsmanager.Secret.fromSecretCompleteArn(this, 'SchemaRegistrySecret', declared.secretArn);
+      if (declared.secretKmsKeyArn !== undefined) {
+        // Written out: the secret's grantRead cannot grant on an imported key (its policy is
+        // not ours; the ViaService grant then adds nothing). Decrypt only as Secrets Manager
+        // does it for this function, never directly.
+        this.function.addToRolePolicy(
+          new iam.PolicyStatement({
+            actions: ['kms:Decrypt'],
+            resources: [declared.secretKmsKeyArn],
+            conditions: { StringEquals: { 'kms:ViaService': `secretsmanager.${Stack.of(this).region}.amazonaws.com` } },
+          }),
+        );
+      }
+      return {
+        config: new ConfluentSchemaRegistry({
+          ...common,
+          schemaRegistryUri: declared.url,
+          authenticationType: lambda.KafkaSchemaRegistryAccessConfigType[declared.authentication],
+          secret,
+        }),
+        acknowledgements: [],
+      };
+    }
+    const name = GLUE_REGISTRY_ARN.exec(declared.registryArn)![3]!;
+    return {
+      config: new GlueSchemaRegistry({ ...common, schemaRegistryArn: declared.registryArn }),
+      acknowledgements: [
+        {
+          id: 'AwsSolutions-IAM5',
+          reason:
+            'glue:GetSchemaVersion on the schemas of the one declared registry (schema/<registry>/*): producers register and evolve their schemas at will, so their names are not known at deploy time.',
+          // cdk-nag names an Fn::Sub resource by its JSON; this is the one GlueSchemaRegistry writes.
+          findings: [
+            `Resource::${JSON.stringify(['arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:schema/${registryName}/*', { registryName: name }])}`,
+          ],
+        },
+      ],
+    };
   }
 }

@@ -15,6 +15,8 @@ export interface MonitoredConsumer {
   ingest: lambda.IFunction;
   worker: lambda.IFunction;
   eventSourceMappingIds: string[];
+  /** Its mappings validate records against a schema registry. */
+  schemaRegistry: boolean;
 }
 
 export interface MonitoredFunction {
@@ -54,30 +56,50 @@ export class InboxMetrics {
    * deliver to the bucket (function metric DestinationDeliveryFailures).
    */
   esmFailedRecords(consumer: MonitoredConsumer): cloudwatch.MathExpression {
-    const usingMetrics: Record<string, cloudwatch.IMetric> = {
-      delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }),
-    };
-    const terms = ['FILL(delivery, 0)'];
+    return this.sumOverMappings(
+      consumer,
+      { onfailure: 'OnFailureDestinationDeliveredEventCount', dropped: 'DroppedEventCount' },
+      `${consumer.name} records sent to on-failure or dropped`,
+      { delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }) },
+    );
+  }
+
+  /**
+   * Records the mappings could not validate or deserialize with the consumer's schema
+   * registry (ESM metric SchemaRegistryErrorCount, ErrorCount group: emitted only when it
+   * happens). Such records never reach the function, so no metric of ours can count them.
+   */
+  schemaRegistryErrors(consumer: MonitoredConsumer): cloudwatch.MathExpression {
+    return this.sumOverMappings(consumer, { schemaregistry: 'SchemaRegistryErrorCount' }, `${consumer.name} schema registry errors`);
+  }
+
+  /**
+   * Sum of AWS/Lambda ESM metrics (expression id → metric name) over every mapping of a
+   * consumer (dimension EventSourceMappingUUID, ids suffixed with the mapping's index), gaps as 0.
+   */
+  private sumOverMappings(
+    consumer: MonitoredConsumer,
+    metricNames: Record<string, string>,
+    label: string,
+    extra: Record<string, cloudwatch.IMetric> = {},
+  ): cloudwatch.MathExpression {
+    const usingMetrics: Record<string, cloudwatch.IMetric> = { ...extra };
     consumer.eventSourceMappingIds.forEach((uuid, i) => {
-      for (const [key, metricName] of [
-        [`onfailure${i}`, 'OnFailureDestinationDeliveredEventCount'],
-        [`dropped${i}`, 'DroppedEventCount'],
-      ] as const) {
-        usingMetrics[key] = new cloudwatch.Metric({
+      for (const [key, metricName] of Object.entries(metricNames)) {
+        usingMetrics[`${key}${i}`] = new cloudwatch.Metric({
           namespace: 'AWS/Lambda',
           metricName,
           dimensionsMap: { EventSourceMappingUUID: uuid },
           statistic: 'Sum',
           period: PERIOD,
         });
-        terms.push(`FILL(${key}, 0)`);
       }
     });
     return new cloudwatch.MathExpression({
-      expression: terms.join(' + '),
+      expression: Object.keys(usingMetrics).map((key) => `FILL(${key}, 0)`).join(' + '),
       usingMetrics,
       period: PERIOD,
-      label: `${consumer.name} records sent to on-failure or dropped`,
+      label,
     });
   }
 }

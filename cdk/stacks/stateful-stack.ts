@@ -109,13 +109,13 @@ export class StatefulStack extends Stack {
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
     }
 
-    this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster();
+    this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster(config);
 
     this.suppressFindings(config);
   }
 
   /** A small MSK Serverless cluster with IAM auth, for stages that have no cluster of their own. */
-  private createDevCluster(): string {
+  private createDevCluster(config: StageConfig): string {
     const securityGroup = new ec2.SecurityGroup(this, 'DevKafkaSecurityGroup', {
       vpc: this.vpc,
       description: 'Dev MSK Serverless cluster; the event-source mapping pollers run in this group',
@@ -124,6 +124,17 @@ export class StatefulStack extends Stack {
     // The ESM's pollers use the cluster's own security group: it must admit itself (IAM port).
     securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(9098), 'MSK IAM from the ESM pollers');
     for (const endpoint of this.endpoints) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
+    // A mapping with a Glue schema registry fetches schemas from the pollers' subnets; the
+    // functions never call Glue, so only the pollers' group is admitted.
+    if (config.consumers.some((c) => c.schemaRegistry?.type === 'glue')) {
+      const glue = this.vpc.addInterfaceEndpoint('Glue', {
+        service: ec2.InterfaceVpcEndpointAwsService.GLUE,
+        privateDnsEnabled: true,
+        subnets: this.functionSubnets,
+        open: false,
+      });
+      glue.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers: Glue schema registry');
+    }
     const cluster = new msk.CfnServerlessCluster(this, 'DevKafka', {
       clusterName: `${this.stackName}-dev`.slice(0, 64),
       clientAuthentication: { sasl: { iam: { enabled: true } } },

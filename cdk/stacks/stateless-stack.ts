@@ -137,6 +137,7 @@ export class StatelessStack extends Stack {
       ingest: c.ingest.function,
       worker: c.worker.function,
       eventSourceMappingIds: c.ingest.eventSourceMappingIds,
+      schemaRegistry: config.consumers[i]!.schemaRegistry !== undefined,
     }));
     const functions: MonitoredFunction[] = [
       ...monitored.flatMap((c) => [

@@ -5,6 +5,7 @@
  */
 import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
+import type { SchemaRegistryDeclaration } from './schema-registry';
 
 /** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
 export type Dialect = 'canonical' | 'snake_case';
@@ -88,6 +89,11 @@ export interface ConsumerDeclaration {
   ignores?: (eventType: string) => boolean;
   retry: RetryPolicy;
   retention: RetentionPolicy;
+  /**
+   * Topics in Avro, Protobuf or JSON Schema: the mapping validates records against this
+   * registry (and converts them to JSON) before the function sees them. See ./schema-registry.ts.
+   */
+  schemaRegistry?: SchemaRegistryDeclaration;
 }
 
 /** Keep the payload type of a handler tied to its schema. */

@@ -12,14 +12,22 @@
  * multi-row INSERT, so it is caught here; the bisecting store in ingest.ts is the
  * backstop for anything this check does not foresee.
  *
+ * Records of a consumer whose mapping validates against a schema registry (Glue or
+ * Confluent, docs/ingest.md "Schema registries") take the same steps: with the JSON record
+ * format the mapping has already turned Avro or Protobuf into JSON text, so the envelope,
+ * size and poison rules judge what the mapping delivered. With the SOURCE format an Avro or
+ * Protobuf value stays the producer's binary encoding, which this inbox cannot read: it
+ * becomes poison UNSUPPORTED_SOURCE_FORMAT (told apart from INVALID_UTF8/INVALID_JSON by
+ * the record's valueSchemaMetadata), so the reason names the fix rather than a symptom.
+ *
  * Nothing here logs or returns a value of the record except the raw value kept in the
- * poison row itself: error messages carry field paths and rules only.
+ * poison row itself: error messages carry field paths, rules and the schema's id only.
  */
 import { normalizeEnvelope, type NormalizedEnvelope } from '../consumers/envelopes';
 import type { ConsumerDeclaration } from '../consumers/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
-import type { KafkaRecord } from './types';
+import type { KafkaRecord, SchemaMetadata } from './types';
 
 /** The reasons a record becomes a poison row. Stable: alarms, dashboards and runbooks use them. */
 export const PoisonCodes = {
@@ -31,6 +39,7 @@ export const PoisonCodes = {
   NOT_AN_OBJECT: 'NOT_AN_OBJECT',
   ENVELOPE_INVALID: 'ENVELOPE_INVALID',
   UNSTORABLE_VALUE: 'UNSTORABLE_VALUE',
+  UNSUPPORTED_SOURCE_FORMAT: 'UNSUPPORTED_SOURCE_FORMAT',
   INGEST_FAILED: 'INGEST_FAILED',
 } as const;
 
@@ -192,6 +201,40 @@ type ValueResult =
 
 const fail = (code: PoisonCode, message: string, raw: Raw): ValueResult => ({ ok: false, code, message, raw });
 
+/** The data formats a registry encodes in binary: their SOURCE bytes are not JSON. */
+const BINARY_FORMATS = new Set(['AVRO', 'PROTOBUF']);
+/** What may be quoted of the mapping's metadata in a poison reason: an id, not free text. */
+const METADATA_TOKEN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The value's schema as the mapping reported it, or null when the record carries none. */
+function valueSchemaOf(record: KafkaRecord): { format: string; id: string | null } | null {
+  const meta: SchemaMetadata | undefined = record.valueSchemaMetadata;
+  if (typeof meta !== 'object' || meta === null) return null;
+  const token = (v: unknown) => (typeof v === 'string' && METADATA_TOKEN.test(v) ? v : null);
+  const format = token(meta.dataFormat);
+  return format === null ? null : { format: format.toUpperCase(), id: token(meta.schemaId) };
+}
+
+/**
+ * The poison reason of a record whose mapping validated its value: a binary format whose
+ * bytes are not JSON was delivered in the SOURCE record format; anything else keeps its
+ * code. The schema is named either way, so that a burst traces back to a producer's schema.
+ */
+function withValueSchema(record: KafkaRecord, code: PoisonCode, message: string, raw: Raw): { code: PoisonCode; message: string; raw: Raw } {
+  const schema = valueSchemaOf(record);
+  if (schema === null) return { code, message, raw };
+  const named = `${schema.format} schema ${schema.id ?? '(no id)'}`;
+  if (BINARY_FORMATS.has(schema.format) && (code === PoisonCodes.INVALID_UTF8 || code === PoisonCodes.INVALID_JSON)) {
+    return {
+      code: PoisonCodes.UNSUPPORTED_SOURCE_FORMAT,
+      message: `value is ${named} in its binary source encoding: the inbox stores JSON, so the mapping's schema registry must deliver the JSON record format`,
+      // Binary even where its bytes happen to be valid UTF-8 (Protobuf often is): kept as the event's base64.
+      raw: { text: record.value as string, encoding: 'base64' },
+    };
+  }
+  return { code, message: `${message} (value validated against ${named})`, raw };
+}
+
 /** The value's steps, from the ESM's base64 to a normalized envelope. */
 function decodeValue(
   value: string | null | undefined,
@@ -252,6 +295,7 @@ export function decodeRecord(
   const headers = decodeHeaders(record.headers);
   const v = decodeValue(record.value, consumer, limits);
   if (!v.ok) {
+    const reason = withValueSchema(record, v.code, v.message, v.raw);
     return {
       kind: 'poison',
       row: {
@@ -260,11 +304,11 @@ export function decodeRecord(
         offset: record.offset,
         recordKey,
         recordKeyEncoding,
-        rawValue: v.raw.text,
-        rawEncoding: v.raw.encoding,
+        rawValue: reason.raw.text,
+        rawEncoding: reason.raw.encoding,
         headers,
-        errorCode: v.code,
-        errorMessage: v.message,
+        errorCode: reason.code,
+        errorMessage: reason.message,
         recordTimestampMs: timestampOf(record),
       },
     };

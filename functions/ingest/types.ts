@@ -19,6 +19,21 @@ export interface KafkaRecord {
   value?: string | null;
   /** One object per header, `{ name: [byte, byte, …] }`, in the record's order. */
   headers?: Array<Record<string, number[]>>;
+  /**
+   * Present when the mapping validated the key or value against a schema registry
+   * (SchemaRegistryConfig, KEY/VALUE): the schema's format and id. The format is the
+   * producer's (AVRO, PROTOBUF, JSON) in both record formats: with EventRecordFormat JSON
+   * the attribute itself arrives as base64 of JSON text, with SOURCE as base64 of the
+   * producer's bytes without the registry's framing.
+   */
+  keySchemaMetadata?: SchemaMetadata;
+  valueSchemaMetadata?: SchemaMetadata;
+}
+
+/** As the mapping sends it; read defensively (a field may be missing or of another type). */
+export interface SchemaMetadata {
+  dataFormat?: string;
+  schemaId?: string;
 }
 
 export interface KafkaEvent {

@@ -4,12 +4,14 @@
  * the app's own cdk-nag checks, so a new unacknowledged finding fails here too.
  */
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
+import { CDK_JSON } from './synth';
 
-it('synthesizes both stacks offline with no credentials', () => {
+/** Runs `cdk synth <args>` like a fresh shell would, then hands the output directory to `check`. */
+function cdkSynth(args: string[], check: (outdir: string) => void): void {
   const root = new URL('../../', import.meta.url).pathname;
   const home = mkdtempSync(join(tmpdir(), 'inbox-cdk-home-'));
   const outdir = mkdtempSync(join(tmpdir(), 'inbox-cdk-out-'));
@@ -18,15 +20,37 @@ it('synthesizes both stacks offline with no credentials', () => {
     const env = { PATH: process.env.PATH ?? '', HOME: home, CDK_DISABLE_VERSION_CHECK: '1', CI: 'true' };
     const result = spawnSync(
       join(root, 'node_modules/.bin/cdk'),
-      ['synth', '--quiet', '--no-notices', '--no-version-reporting', '--output', outdir],
+      ['synth', ...args, '--quiet', '--no-notices', '--no-version-reporting', '--output', outdir],
       { cwd: root, env, encoding: 'utf8', timeout: 170_000 },
     );
     expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
-    const templates = readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
-    expect(templates).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
     expect(existsSync(join(outdir, 'manifest.json'))).toBe(true);
+    check(outdir);
   } finally {
     rmSync(home, { recursive: true, force: true });
     rmSync(outdir, { recursive: true, force: true });
   }
+}
+
+const templatesIn = (outdir: string) => readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
+
+it('synthesizes both stacks offline with no credentials', () => {
+  cdkSynth([], (outdir) => {
+    expect(templatesIn(outdir)).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
+  });
+});
+
+it('synthesizes the example-schema-registry stage offline, its Glue registry on the declared consumer mapping', () => {
+  const stage = 'example-schema-registry';
+  const declared = (CDK_JSON.context.stages[stage] as { consumers: Record<string, { schemaRegistry: { registryArn: string } }> }).consumers;
+  cdkSynth(['-c', `stage=${stage}`], (outdir) => {
+    expect(templatesIn(outdir)).toEqual([`KafkaInbox-${stage}-stateful.template.json`, `KafkaInbox-${stage}-stateless.template.json`]);
+    const template = JSON.parse(readFileSync(join(outdir, `KafkaInbox-${stage}-stateless.template.json`), 'utf8')) as {
+      Resources: Record<string, { Type: string; Properties: Record<string, any> }>;
+    };
+    const withRegistry = Object.values(template.Resources)
+      .filter((r) => r.Type === 'AWS::Lambda::EventSourceMapping' && r.Properties.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig)
+      .map((r) => [r.Properties.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId, r.Properties.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig.SchemaRegistryURI]);
+    expect(withRegistry).toEqual(Object.entries(declared).map(([name, c]) => [name, c.schemaRegistry.registryArn]));
+  });
 });

@@ -79,6 +79,15 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
     s.stateless.hasOutput('FailedRecordsBucketName', { Value: { Ref: bucketId } });
   });
 
+  it('validates against no schema registry when no consumer declares one: no SchemaRegistryConfig, no Glue access or endpoint', () => {
+    expect(s.config.consumers.every((c) => c.schemaRegistry === undefined)).toBe(true);
+    for (const m of Object.values(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping'))) {
+      expect(m.Properties!.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig).toBeUndefined();
+    }
+    expect(JSON.stringify(resourcesOf(s.stateless, 'AWS::IAM::Policy'))).not.toContain('glue:');
+    expect(JSON.stringify(resourcesOf(s.stateful, 'AWS::EC2::VPCEndpoint'))).not.toContain('.glue');
+  });
+
   it('grants MSK IAM access on the cluster, the consumer topics and its groups only', () => {
     const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
     const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);

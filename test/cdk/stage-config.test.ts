@@ -69,6 +69,74 @@ describe('stage configuration', () => {
   });
 });
 
+describe('a consumer\'s schema registry', () => {
+  const GLUE = { type: 'glue' as const, registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' };
+  const CONFLUENT = {
+    type: 'confluent' as const,
+    url: 'https://registry.example.com:8081',
+    authentication: 'CLIENT_CERTIFICATE_TLS_AUTH' as const,
+    secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-client-AbC123',
+  };
+  const withRegistry = (registry: unknown, stage: Record<string, unknown> = {}) => ({
+    msk: { clusterArn: CLUSTER_ARN },
+    ...stage,
+    consumers: { 'notification-service': { schemaRegistry: registry } },
+  });
+  const registryOf = (config: ReturnType<typeof parseStageConfig>, name: string) => config.consumers.find((c) => c.name === name)!.schemaRegistry;
+
+  it('fills the defaults (the value, converted to JSON) for that consumer only', () => {
+    const config = parseStageConfig('test', withRegistry(GLUE), CONSUMERS);
+
+    expect(registryOf(config, 'notification-service')).toEqual({ ...GLUE, validate: ['VALUE'], recordFormat: 'JSON' });
+    expect(config.consumers.filter((c) => c.schemaRegistry !== undefined).map((c) => c.name)).toEqual(['notification-service']);
+  });
+
+  it('takes the declaration\'s registry, and lets the stage replace it', () => {
+    const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { ...GLUE, recordFormat: 'SOURCE' as const } } : c));
+    const fromDeclaration = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, declared);
+    const replaced = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { schemaRegistry: CONFLUENT } } }, declared);
+
+    expect(registryOf(fromDeclaration, 'case-sla')).toEqual({ ...GLUE, validate: ['VALUE'], recordFormat: 'SOURCE' });
+    expect(registryOf(replaced, 'case-sla')).toEqual({ ...CONFLUENT, validate: ['VALUE'], recordFormat: 'JSON' });
+  });
+
+  it('validates a declaration\'s registry like a stage\'s, naming the declaration', () => {
+    const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/x/y' } as never } : c));
+
+    expect(() => parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, declared)).toThrow(
+      'consumer declaration case-sla: schemaRegistry.registryArn: must be a Glue registry ARN',
+    );
+  });
+
+  it.each([
+    ['a schema ARN for a registry ARN', { ...GLUE, registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/payments/x' }, 'schemaRegistry.registryArn: must be a Glue registry ARN'],
+    ['a misspelt key', { type: 'glue', registryARN: GLUE.registryArn }, 'schemaRegistry: Unrecognized key: "registryARN"'],
+    ['an unknown registry type', { type: 'avro' }, 'schemaRegistry.type: Invalid discriminator value'],
+    ['an attribute twice', { ...GLUE, validate: ['VALUE', 'VALUE'] }, 'schemaRegistry.validate: each attribute once'],
+    ['no attribute', { ...GLUE, validate: [] }, 'schemaRegistry.validate: Too small'],
+    ['an unknown record format', { ...GLUE, recordFormat: 'AVRO' }, 'schemaRegistry.recordFormat: Invalid option'],
+    ['a plain-http Confluent URL', { ...CONFLUENT, url: 'http://registry:8081' }, 'schemaRegistry.url: must be an https URL'],
+    ['a secret ARN without its suffix', { ...CONFLUENT, secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry' }, 'schemaRegistry.secretArn: must be a complete Secrets Manager secret ARN'],
+  ])('refuses %s, with its path', (_name, registry, expected) => {
+    const message = configError(withRegistry(registry)).message;
+
+    expect(message).toContain(`stages.test.consumers.notification-service.${expected}`);
+  });
+
+  it('refuses a Glue registry outside the stage\'s account and region', () => {
+    const message = configError(withRegistry(GLUE, { account: '210987654321', region: 'eu-west-1' })).message;
+
+    expect(message).toContain("stages.test.consumers.notification-service.schemaRegistry.registryArn: must be in the stage's account and region (210987654321, eu-west-1)");
+    expect(() => parseStageConfig('test', withRegistry(GLUE, { account: '123456789012', region: 'eu-west-1' }), CONSUMERS)).not.toThrow();
+  });
+
+  it('refuses a Confluent registry on a dev cluster, whose subnets cannot reach it', () => {
+    const message = configError({ msk: { createDevCluster: true }, consumers: { 'notification-service': { schemaRegistry: CONFLUENT } } }).message;
+
+    expect(message).toContain("stages.test.consumers.notification-service.schemaRegistry: a Confluent registry needs a route from the cluster's subnets");
+  });
+});
+
 describe('a production-shaped stage', () => {
   let s: Synthesized;
 

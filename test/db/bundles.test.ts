@@ -16,6 +16,7 @@ import { BUNDLE } from '../../cdk/constructs/inbox-function';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
+import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { useTestDatabase } from '../helpers/db';
 
 const run = promisify(execFile);
@@ -134,6 +135,34 @@ describe('the bundled functions', () => {
     const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
     expect(JSON.stringify(stats.result)).toContain('PROCESSED');
+  });
+
+  it('ingest: the batches of a schema-registry mapping (JSON and SOURCE record formats) are stored or poisoned, none reported back', async () => {
+    const consumer = { CONSUMER_NAME: 'notification-service' };
+
+    expect(await invoke('ingest', JSON_RECORD_FORMAT, consumer)).toEqual({ batchItemFailures: [] });
+    expect(await invoke('ingest', SOURCE_RECORD_FORMAT, consumer)).toEqual({ batchItemFailures: [] });
+
+    expect(
+      await db.sql`
+        select partition_no, offset_no, status from integration.consumer_inbox
+        where consumer_name = 'notification-service' order by partition_no, offset_no`,
+    ).toEqual([
+      { partition_no: 0, offset_no: 40, status: 'PROCESSED' },
+      { partition_no: 0, offset_no: 42, status: 'PROCESSED' },
+      { partition_no: 1, offset_no: 7, status: 'PROCESSED' },
+      { partition_no: 2, offset_no: 52, status: 'PROCESSED' },
+    ]);
+    expect(
+      await db.sql`
+        select offset_no, error_code from integration.consumer_raw_poison
+        where consumer_name = 'notification-service' order by offset_no`,
+    ).toEqual([
+      { offset_no: 41, error_code: 'ENVELOPE_INVALID' },
+      { offset_no: 50, error_code: 'UNSUPPORTED_SOURCE_FORMAT' },
+      { offset_no: 51, error_code: 'UNSUPPORTED_SOURCE_FORMAT' },
+      { offset_no: 53, error_code: 'ENVELOPE_INVALID' },
+    ]);
   });
 
   it('a function with a bad configuration fails its cold start naming the variable', async () => {
