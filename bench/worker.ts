@@ -1,22 +1,42 @@
 /**
- * `npm run bench -- worker [--events 20000] [--batch 100] [--workers 1,4] [--rounds 1]`
+ * `npm run bench -- worker [--events 20000] [--history 1000000] [--workers 4]`
  *
- * Events per second drained by runWorker for case-projection `accepted` events, with 1 and
- * with 4 concurrent workers (each on its own client, as separate Lambda containers), and
- * the statements sent per event (counted with postgres.js's debug hook; statements issued
- * together are pipelined, so round trips are fewer — see docs/worker.md).
+ * How fast the worker drains a backlog, measured the way production meets one: the rows
+ * arrive through the ingest handler (1 KiB payloads, 500-record MSK batches) after the
+ * last ANALYZE, and are drained by the worker function itself, `functions/worker/handler.ts`,
+ * each worker in its own process configured only by its environment. Nothing in a measured
+ * scenario runs ANALYZE or VACUUM; the "analyzed" references run ANALYZE after the backlog
+ * arrived, before the clock starts, to show what fresh statistics would give.
  *
- * Logging is SILENT and metrics are disabled, so the figure is the worker's own cost.
- * Figures are as measured on a shared machine: compare ratios, not absolutes.
+ * Scenarios, each in its own database on one server, side by side in one run:
+ *   empty history        fresh tables, never analyzed (as after a deploy)
+ *   1M finished rows     --history finished rows, analyzed while nothing was due (a healthy
+ *                        inbox's normal state), then the backlog
+ *   uniform / hot        status changes of existing cases: --events cases × 1 event, against
+ *                        20 cases × (--events / 20) versions in order
+ *   N workers            the empty-history backlog drained by --workers processes at once
+ *   graphile-worker      the peer, same server: --events no-op jobs with the same payloads,
+ *                        its batched mode (local queue 500, concurrency 10)
+ *
+ * Beside events/s (which depend on the machine) it prints figures that do not: statements,
+ * buffers and WAL bytes per event (pg_stat_statements, when the server has it), and how
+ * often a backend waited for a lock while the workers ran (pg_stat_activity sampled every
+ * few milliseconds: claims that wait for each other would show here).
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import postgres from 'postgres';
 import { getConsumer } from '../functions/consumers';
+import { createIngestHandler } from '../functions/ingest/ingest';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
-import { newOwnerId, runWorker, type WorkerResult } from '../functions/worker/run-worker';
+import { withDatabase } from '../tools/database-url';
+import { mskEvent, spreadRecords } from '../tools/msk-events';
+import { graphilePeer } from './_graphile';
 import { benchServer } from './_server';
 
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
@@ -24,101 +44,324 @@ process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 const { values: args } = parseArgs({
   options: {
     events: { type: 'string', default: '20000' },
-    batch: { type: 'string', default: '100' },
-    workers: { type: 'string', default: '1,4' },
-    rounds: { type: 'string', default: '1' },
+    history: { type: 'string', default: '1000000' },
+    workers: { type: 'string', default: '4' },
   },
 });
 const EVENTS = Number(args.events);
-const BATCH = Number(args.batch);
-const WORKER_COUNTS = args.workers.split(',').map(Number);
-const ROUNDS = Number(args.rounds);
+const HISTORY = Number(args.history);
+const WORKERS = Number(args.workers);
+const HOT_AGGREGATES = 20;
+const TOPIC = 'regulatory.case.events.v1';
 const consumer = getConsumer('case-projection');
+const quiet = { logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }), metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }) };
 
-const server = await benchServer();
-const url = server.url;
-const sql = postgres(url, { max: 2, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+const server = await benchServer({ shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'top', max_wal_size: '4GB' });
+const admin = postgres(server.url, { max: 1, onnotice: () => {} });
+// pg_stat_statements' view is read from the admin database; a server without the module
+// gives no per-event figures (the rates are still printed).
+await admin`create extension if not exists pg_stat_statements`.catch(() => {});
+const run = randomBytes(3).toString('hex');
+let databases = 0;
 
-async function arrange(): Promise<void> {
-  await sql`truncate integration.consumer_inbox, read_model.case_summary`;
-  // Server-side rows with the shape ingest stores (arrival order = offset order).
-  await sql`
-    insert into integration.consumer_inbox (
-      consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id,
-      topic_name, partition_no, offset_no, correlation_id, producer, occurred_at, received_at, status, payload)
-    select 'case-projection', 'evt_' || lpad(n::text, 9, '0'), 'regulatory.case.accepted.v1', 1, 'case', 'case_' || n,
-           'regulatory.case.events.v1', n % 8, n / 8, 'corr_' || n, 'case-command-service',
-           '2026-07-03T09:15:30Z', now() - make_interval(secs => ${EVENTS} - n) / 1000, 'RECEIVED',
-           jsonb_build_object('caseId', 'case_' || n, 'acceptedAt', '2026-07-03T09:15:30Z')
-    from generate_series(1, ${EVENTS}) as n`;
-  await sql`vacuum analyze integration.consumer_inbox`;
+/** A 1 KiB JSON payload with a random filler (real payloads are not one repeated character). */
+function filler(payload: Record<string, unknown>): Record<string, unknown> {
+  const room = 1024 - JSON.stringify({ ...payload, note: '' }).length;
+  return { ...payload, note: randomBytes(room).toString('base64').slice(0, room) };
 }
 
-interface Run {
-  seconds: number;
+interface Database {
+  name: string;
+  url: string;
+  sql: Sql;
+}
+
+async function database(template?: string): Promise<Database> {
+  const name = `bench_worker_${run}_${++databases}`;
+  await admin.unsafe(`create database "${name}"${template ? ` template "${template}"` : ''}`);
+  const url = withDatabase(server.url, name);
+  const sql = postgres(url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+  if (template === undefined) {
+    await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+  }
+  return { name, url, sql };
+}
+
+async function drop(db: Database): Promise<void> {
+  await db.sql.end({ timeout: 5 });
+  await admin.unsafe(`drop database if exists "${db.name}" with (force)`);
+}
+
+type Envelope = Record<string, unknown>;
+
+/** Store `envelopes` through the ingest handler, 500 records per MSK batch over 8 partitions. */
+async function ingest(db: Database, envelopes: Envelope[]): Promise<void> {
+  const handler = createIngestHandler({ sql: db.sql, consumer, config: { maxPayloadBytes: 256 * 1024 }, ...quiet });
+  const records = spreadRecords({ topic: TOPIC, partitions: 8, count: envelopes.length, value: (n) => envelopes[n]! });
+  for (let i = 0; i < records.length; i += 500) {
+    const r = await handler(mskEvent(records.slice(i, i + 500)), { awsRequestId: `bench-${i}` });
+    if (r.batchItemFailures.length > 0) throw new Error('ingest reported batch item failures');
+  }
+}
+
+function accepted(n: number, caseId = `case_${n}`): Envelope {
+  return {
+    eventId: `evt_${run}_${randomBytes(8).toString('hex')}`,
+    eventType: 'regulatory.case.accepted.v1',
+    eventVersion: 1,
+    occurredAt: '2026-07-03T09:15:30Z',
+    producer: 'case-command-service',
+    aggregateType: 'case',
+    aggregateId: caseId,
+    payload: filler({ caseId, acceptedAt: '2026-07-03T09:15:30Z' }),
+  };
+}
+
+function statusChanged(caseId: string, version: number): Envelope {
+  return {
+    eventId: `evt_${run}_${randomBytes(8).toString('hex')}`,
+    eventType: 'regulatory.case.status-changed.v1',
+    eventVersion: 1,
+    occurredAt: '2026-07-03T09:15:30Z',
+    producer: 'case-command-service',
+    aggregateType: 'case',
+    aggregateId: caseId,
+    aggregateVersion: version,
+    payload: filler({ caseId, newStatus: `S${version}` }),
+  };
+}
+
+interface Usage {
   statements: number;
-  results: WorkerResult[];
+  buffers: number;
+  walBytes: number;
 }
 
-async function drain(workers: number): Promise<Run> {
-  let statements = 0;
-  const clients = Array.from(
-    { length: workers },
-    () => postgres(url, { max: 1, onnotice: () => {}, types: TYPES, debug: () => void statements++ }) as unknown as Sql,
-  );
+async function usage(db: Database): Promise<Usage | undefined> {
   try {
-    await Promise.all(clients.map((c) => c`select 1`)); // connect outside the timing
-    statements = 0;
+    const [u] = await admin<{ statements: string; buffers: string; wal: string }[]>`
+      select coalesce(sum(calls), 0)::text as statements,
+             coalesce(sum(shared_blks_hit + shared_blks_read), 0)::text as buffers,
+             coalesce(sum(wal_bytes), 0)::text as wal
+      from pg_stat_statements
+      where dbid = (select oid from pg_database where datname = ${db.name})`;
+    return { statements: Number(u!.statements), buffers: Number(u!.buffers), walBytes: Number(u!.wal) };
+  } catch {
+    return undefined; // a server without pg_stat_statements
+  }
+}
+
+/** Sample pg_stat_activity while `during` runs: how often a backend of `db` waited for a lock. */
+async function lockWaits<T>(db: Database, during: Promise<T>): Promise<{ result: T; samples: number; waiting: number }> {
+  const sampler = postgres(server.url, { max: 1, onnotice: () => {} });
+  let done = false;
+  let samples = 0;
+  let waiting = 0;
+  const sampling = (async () => {
+    while (!done) {
+      const [s] = await sampler<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity where datname = ${db.name} and wait_event_type = 'Lock'`;
+      samples += 1;
+      if (s!.n > 0) waiting += 1;
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  })();
+  try {
+    const result = await during;
+    return { result, samples, waiting };
+  } finally {
+    done = true;
+    await sampling;
+    await sampler.end({ timeout: 5 });
+  }
+}
+
+const workerScript = fileURLToPath(new URL('./_worker-process.ts', import.meta.url));
+
+/** Drain `db` with `n` worker processes; resolves to seconds from "go" to the last one done. */
+async function drain(db: Database, n: number): Promise<{ seconds: number; processed: number }> {
+  const children: ChildProcess[] = [];
+  try {
+    const ready: Promise<void>[] = [];
+    for (let i = 0; i < n; i++) {
+      const child = fork(workerScript, [], {
+        execArgv: ['--import', 'tsx'],
+        env: {
+          ...process.env,
+          DATABASE_URL: db.url,
+          CONSUMER_NAME: consumer.name,
+          POWERTOOLS_METRICS_DISABLED: 'true',
+          POWERTOOLS_LOG_LEVEL: 'SILENT',
+          LOG_LEVEL: 'SILENT',
+          DB_POOL_MAX: '2',
+        },
+        stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
+      });
+      children.push(child);
+      ready.push(new Promise((resolve, reject) => {
+        child.once('message', () => resolve());
+        child.once('exit', (code) => reject(new Error(`worker process exited with ${code} before it was ready`)));
+      }));
+    }
+    await Promise.all(ready);
     const started = performance.now();
-    const results = await Promise.all(
-      clients.map((client) =>
-        runWorker({
-          sql: client,
-          consumer,
-          config: { worker: { batchSize: BATCH, safetyMarginMs: 1_000, leaseSeconds: 300 } },
-          logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
-          metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
-          owner: newOwnerId('bench'),
-          remainingMs: () => 600_000,
-        }),
+    const totals = await Promise.all(
+      children.map(
+        (child) =>
+          new Promise<{ processed: number }>((resolve, reject) => {
+            child.once('message', (m) => resolve(m as { processed: number }));
+            child.once('exit', (code) => (code === 0 ? undefined : reject(new Error(`worker process exited with ${code}`))));
+            child.send('go');
+          }),
       ),
     );
-    return { seconds: (performance.now() - started) / 1000, statements, results };
+    return { seconds: (performance.now() - started) / 1000, processed: totals.reduce((s, t) => s + t.processed, 0) };
   } finally {
-    await Promise.all(clients.map((c) => c.end({ timeout: 5 })));
+    for (const child of children) if (child.exitCode === null) child.kill();
   }
 }
 
-try {
-  await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
-  // Warm up (JIT, plans, buffers).
-  await arrange();
-  await drain(1);
+interface Figure {
+  label: string;
+  events: number;
+  seconds: number;
+  usage?: Usage | undefined;
+  lockWaitShare?: number;
+}
 
-  console.log(`\nworker benchmark: ${EVENTS} case-projection accepted events, batch ${BATCH}, best of ${ROUNDS}`);
-  for (const workers of WORKER_COUNTS) {
-    let best: Run | undefined;
-    for (let round = 0; round < ROUNDS; round++) {
-      await arrange();
-      const run = await drain(workers);
-      const [counts] = await sql<{ processed: number; summaries: number }[]>`
-        select (select count(*)::int from integration.consumer_inbox where status = 'PROCESSED') as processed,
-               (select count(*)::int from read_model.case_summary) as summaries`;
-      if (counts?.processed !== EVENTS || counts.summaries !== EVENTS) {
-        throw new Error(`${workers} workers: ${counts?.processed} PROCESSED, ${counts?.summaries} case_summary rows; expected ${EVENTS}`);
-      }
-      if (best === undefined || run.seconds < best.seconds) best = run;
-    }
-    const claimed = best!.results.map((r) => r.claimed);
+const figures: Figure[] = [];
+
+async function measure(label: string, db: Database, events: number, workers: number): Promise<Figure> {
+  const before = await usage(db);
+  const { result, samples, waiting } = await lockWaits(db, drain(db, workers));
+  const after = await usage(db);
+  if (result.processed !== events) throw new Error(`${label}: processed ${result.processed} of ${events}`);
+  const [left] = await db.sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_inbox where status <> 'PROCESSED'`;
+  if (left!.n !== 0) throw new Error(`${label}: ${left!.n} rows not PROCESSED`);
+  const figure: Figure = {
+    label,
+    events,
+    seconds: result.seconds,
+    usage: before && after ? { statements: after.statements - before.statements, buffers: after.buffers - before.buffers, walBytes: after.walBytes - before.walBytes } : undefined,
+    lockWaitShare: samples > 0 ? waiting / samples : 0,
+  };
+  figures.push(figure);
+  const rate = Math.round(events / figure.seconds);
+  const u = figure.usage;
+  console.log(
+    `  ${label.padEnd(44)} ${rate.toString().padStart(7)} events/s` +
+      (u ? `   ${(u.statements / events).toFixed(3)} stmt   ${(u.buffers / events).toFixed(1)} buf   ${Math.round(u.walBytes / events)} WAL B   /event` : '') +
+      `   lock waits ${(100 * (figure.lockWaitShare ?? 0)).toFixed(1)}% of samples`,
+  );
+  return figure;
+}
+
+const rate = (f: Figure) => f.events / f.seconds;
+const ratio = (a: Figure, b: Figure) => (rate(a) / rate(b)).toFixed(2);
+
+try {
+  console.log(`\nworker benchmark: ${EVENTS} events, 1 KiB payloads, stored through the ingest handler; drained by worker processes`);
+  const template = await database();
+  await template.sql.end({ timeout: 5 });
+
+  // Empty history: never analyzed, and the same backlog with fresh statistics.
+  const envelopes = Array.from({ length: EVENTS }, (_, n) => accepted(n));
+  const empty = await database(template.name);
+  await ingest(empty, envelopes);
+  const emptyStale = await measure('empty history, stale statistics, 1 worker', empty, EVENTS, 1);
+  await drop(empty);
+  const emptyFresh = await database(template.name);
+  await ingest(emptyFresh, envelopes);
+  await emptyFresh.sql`analyze`;
+  const emptyAnalyzed = await measure('empty history, analyzed, 1 worker', emptyFresh, EVENTS, 1);
+  await drop(emptyFresh);
+
+  // A million finished rows, analyzed while nothing was due.
+  const historyTemplate = await database(template.name);
+  await historyTemplate.sql`
+    insert into integration.consumer_inbox (
+      consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id, aggregate_version,
+      topic_name, partition_no, offset_no, producer, occurred_at, received_at, status, attempt_count,
+      processed_at, payload, payload_purged_at)
+    select ${consumer.name}, 'old_' || n, 'regulatory.case.accepted.v1', 1, 'case', 'old_case_' || n, 1,
+           ${TOPIC}, n % 8, n / 8, 'case-command-service', now() - interval '20 days', now() - make_interval(secs => 1728000 - n),
+           'PROCESSED', 1, now() - make_interval(secs => 1728000 - n), '{}'::jsonb,
+           case when n < ${Math.floor(HISTORY * 0.75)} then now() - interval '1 day' end
+    from generate_series(1, ${HISTORY}) as n`;
+  await historyTemplate.sql`vacuum analyze`;
+  await historyTemplate.sql.end({ timeout: 5 });
+  const history = await database(historyTemplate.name);
+  await ingest(history, envelopes);
+  const historyStale = await measure(`${HISTORY.toLocaleString('en-US')} finished rows, stale statistics, 1 worker`, history, EVENTS, 1);
+  await drop(history);
+  const historyFresh = await database(historyTemplate.name);
+  await ingest(historyFresh, envelopes);
+  await historyFresh.sql`analyze`;
+  const historyAnalyzed = await measure(`${HISTORY.toLocaleString('en-US')} finished rows, analyzed, 1 worker`, historyFresh, EVENTS, 1);
+  await drop(historyFresh);
+  await admin.unsafe(`drop database "${historyTemplate.name}"`);
+
+  // Uniform and hot aggregates: the same handler (one UPDATE per status change) either way.
+  const perHot = Math.floor(EVENTS / HOT_AGGREGATES);
+  const uniform = await database(template.name);
+  await uniform.sql`
+    insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+    select 'case_' || n, 'S1', 1 from generate_series(0, ${EVENTS - 1}) n`;
+  await ingest(uniform, Array.from({ length: EVENTS }, (_, n) => statusChanged(`case_${n}`, 2)));
+  const uniformFigure = await measure(`uniform: ${EVENTS} cases × 1 status change, 1 worker`, uniform, EVENTS, 1);
+  await drop(uniform);
+  const hot = await database(template.name);
+  await hot.sql`
+    insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+    select 'hot_' || n, 'S1', 1 from generate_series(0, ${HOT_AGGREGATES - 1}) n`;
+  // In version order per case, the cases interleaved (as one partition per case would deliver them).
+  await ingest(hot, Array.from({ length: HOT_AGGREGATES * perHot }, (_, n) => statusChanged(`hot_${n % HOT_AGGREGATES}`, Math.floor(n / HOT_AGGREGATES) + 2)));
+  const hotFigure = await measure(`hot: ${HOT_AGGREGATES} cases × ${perHot} status changes, 1 worker`, hot, HOT_AGGREGATES * perHot, 1);
+  const [hotState] = await hot.sql<{ ok: boolean }[]>`
+    select bool_and(last_aggregate_version = ${perHot + 1}) as ok from read_model.case_summary where case_id like 'hot_%'`;
+  if (!hotState!.ok) throw new Error('hot: not every case reached its last version');
+  await drop(hot);
+
+  // Several workers on one consumer.
+  const many = await database(template.name);
+  await ingest(many, envelopes);
+  const manyFigure = await measure(`empty history, stale statistics, ${WORKERS} workers`, many, EVENTS, WORKERS);
+  await drop(many);
+
+  // The peer.
+  const peerDb = await database();
+  const peer = await graphilePeer(peerDb.url);
+  let peerFigure: Figure;
+  try {
+    await peer.add(envelopes.map((e) => e.payload), 500);
+    const before = await usage(peerDb);
+    const seconds = await peer.drain({ concurrency: 10, localQueue: 500 });
+    const after = await usage(peerDb);
+    peerFigure = {
+      label: 'graphile-worker 0.17 batched (local queue 500, concurrency 10)',
+      events: EVENTS,
+      seconds,
+      usage: before && after ? { statements: after.statements - before.statements, buffers: after.buffers - before.buffers, walBytes: after.walBytes - before.walBytes } : undefined,
+    };
+    const u = peerFigure.usage;
     console.log(
-      `  ${String(workers).padStart(2)} worker(s): ${Math.round(EVENTS / best!.seconds).toString().padStart(6)} events/s` +
-        `   ${(best!.statements / EVENTS).toFixed(3)} statements/event` +
-        `   (${best!.seconds.toFixed(2)} s; per worker ${claimed.join(' / ')})`,
+      `  ${peerFigure.label.padEnd(44)} ${Math.round(rate(peerFigure)).toString().padStart(7)} jobs/s` +
+        (u ? `     ${(u.statements / EVENTS).toFixed(3)} stmt   ${(u.buffers / EVENTS).toFixed(1)} buf   ${Math.round(u.walBytes / EVENTS)} WAL B   /job` : ''),
     );
+  } finally {
+    await peer.release();
+    await drop(peerDb);
   }
-  console.log('\n  per batch: claim = BEGIN, [claim lock + claim] pipelined, COMMIT;');
-  console.log('             process = BEGIN, fence, SAVEPOINT, one set-based upsert, RELEASE, completion, COMMIT');
+  await admin.unsafe(`drop database "${template.name}"`);
+
+  console.log('\n  ratios (aims in brackets)');
+  console.log(`    stale / analyzed, empty history          ${ratio(emptyStale, emptyAnalyzed)}   (≥ 0.9)`);
+  console.log(`    stale / analyzed, ${HISTORY.toLocaleString('en-US')} finished rows   ${ratio(historyStale, historyAnalyzed)}   (≥ 0.9)`);
+  console.log(`    hot / uniform                            ${ratio(hotFigure, uniformFigure)}   (≥ 0.8)`);
+  console.log(`    ${WORKERS} workers / graphile-worker batched      ${ratio(manyFigure, peerFigure)}   (≥ 0.5)`);
+  console.log(`    1 worker / graphile-worker batched        ${ratio(emptyStale, peerFigure)}`);
+  console.log(`    ${WORKERS} workers / 1 worker                        ${ratio(manyFigure, emptyStale)}`);
 } finally {
-  await sql.end({ timeout: 5 });
+  await admin.end({ timeout: 5 });
   await server.stop();
 }

@@ -75,8 +75,12 @@ drop table integration.consumer_claim_lock;
 -- the new rows; a lane held by a worker gets due_at set, which its release reads as
 -- "something may be due by then". Lanes in "C" order, the order every statement that
 -- locks several lanes uses, so two of them never deadlock.
+--
+-- The lanes are the inbox's own bookkeeping: the trigger functions run as their owner
+-- (SECURITY DEFINER, with a search path of the system catalog only), so a role that may
+-- write inbox rows needs no privilege on the lanes to keep them right.
 create function integration.consumer_inbox_mark_lanes() returns trigger
-language plpgsql as $$
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 begin
     insert into integration.consumer_lane as l (consumer_name, aggregate_type, aggregate_id, due_at)
     select q.consumer_name, q.aggregate_type, q.aggregate_id, min(coalesce(q.next_attempt_at, now()))
@@ -102,7 +106,7 @@ for each statement execute function integration.consumer_inbox_mark_lanes();
 
 -- Lanes index the inbox's rows: emptying the inbox empties them too.
 create function integration.consumer_inbox_truncate_lanes() returns trigger
-language plpgsql as $$
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 begin
     truncate integration.consumer_lane;
     return null;

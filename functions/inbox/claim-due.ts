@@ -94,25 +94,25 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
   const runLimit = Math.max(1, Math.min(options.runLimit ?? DEFAULTS.workerRunLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return q<(ClaimRecord & { deferred_lanes: number })[]>`
-    with lanes as materialized (
-      select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id,
-             row_number() over (order by l.due_at, l.aggregate_type, l.aggregate_id) as lane_no
-      from (
-        -- Locked by the row versions this statement's snapshot saw: a lane written since
-        -- (ingest marking new rows that this snapshot cannot see) fails the ctid re-check
-        -- and is skipped, never judged empty or not due on the strength of stale reads.
-        select l.ctid, l.aggregate_type, l.aggregate_id, l.due_at
-        from integration.consumer_lane l
-        where l.ctid = any(array(
-            select c.ctid
-            from integration.consumer_lane c
-            where c.consumer_name = ${consumerName}
-              and c.locked_by is null
-              and c.due_at <= now()
-            order by c.due_at
-            limit ${limit}))
-        for update of l skip locked
-      ) l
+    with locked_lanes as materialized (
+      select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id, l.due_at
+      from integration.consumer_lane l
+      where l.consumer_name = ${consumerName}
+        and l.locked_by is null
+        and l.due_at <= now()
+      order by l.due_at
+      limit ${limit}
+      for update of l skip locked
+    ),
+    -- FOR UPDATE locks a lane's latest version, which may be newer than this statement's
+    -- snapshot (a writer queued rows in it since): such a lane is left as it is this time,
+    -- never judged empty or not due from reads that cannot see those rows. A version the
+    -- snapshot sees is found again by its ctid; a newer one is not.
+    lanes as materialized (
+      select g.lane_ctid, g.aggregate_type, g.aggregate_id,
+             row_number() over (order by g.due_at, g.aggregate_type, g.aggregate_id) as lane_no
+      from locked_lanes g
+      where exists (select 1 from integration.consumer_lane s where s.ctid = g.lane_ctid)
     ),
     -- Each lane's first unfinished rows in head order: one more than a run, to see what
     -- follows it. The condition and the ORDER BY are consumer_inbox_open_lane_idx's key
