@@ -7,7 +7,7 @@ import { Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
-import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/schemas';
+import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';

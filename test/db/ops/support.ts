@@ -1,6 +1,6 @@
 /** Shared arrangement for the ops commands' database tests. */
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
-import type { Invocation, OpsDeps } from '../../../functions/ops/commands';
+import type { Invocation, OpsDeps } from '../../../functions/ops/command';
 import { OpsError, type OpsErrorCode } from '../../../functions/ops/errors';
 import { runCommand } from '../../../functions/ops/run';
 import type { Config } from '../../../functions/lib/config';

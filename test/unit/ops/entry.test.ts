@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../../functions/lib/db';
 import { parseArgv } from '../../../functions/ops/cli';
-import type { OpsDeps } from '../../../functions/ops/commands';
+import type { OpsDeps } from '../../../functions/ops/command';
 import { OpsError } from '../../../functions/ops/errors';
 import { createOpsHandler } from '../../../functions/ops/run';
 

@@ -9,7 +9,7 @@ import {
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { Sql } from '../../../functions/lib/db';
-import type { OpsDeps } from '../../../functions/ops/commands';
+import type { OpsDeps } from '../../../functions/ops/command';
 import { OpsError } from '../../../functions/ops/errors';
 import { runCommand } from '../../../functions/ops/run';
 

@@ -1,0 +1,35 @@
+/**
+ * Every ops command by name (the name the Lambda's `command` and the CLI take; the CLI's
+ * `poison list` is `poison-list`). One file per command, its schema beside it.
+ */
+import { pause } from './pause';
+import { poisonList } from './poison-list';
+import { poisonReingest } from './poison-reingest';
+import { poisonShow } from './poison-show';
+import { quarantine } from './quarantine';
+import { quarantineList } from './quarantine-list';
+import { replay } from './replay';
+import { resume } from './resume';
+import { scheduleReplay } from './schedule-replay';
+import { stats } from './stats';
+
+export const COMMANDS = {
+  stats,
+  quarantine,
+  'quarantine-list': quarantineList,
+  replay,
+  'schedule-replay': scheduleReplay,
+  'poison-list': poisonList,
+  'poison-show': poisonShow,
+  'poison-reingest': poisonReingest,
+  pause,
+  resume,
+};
+
+export type CommandName = keyof typeof COMMANDS;
+
+export const COMMAND_NAMES = Object.keys(COMMANDS) as CommandName[];
+
+export function isCommandName(name: unknown): name is CommandName {
+  return typeof name === 'string' && Object.hasOwn(COMMANDS, name);
+}
