@@ -15,6 +15,7 @@
  * earlier events of an aggregate ahead of the later ones.
  */
 import type { Queryable, Sql } from '../lib/db';
+import { recordOperatorAction, type ActionSource, type OperatorAuditRow } from './operator-audit';
 
 /** Rows selected by inbox id, or by consumer plus optional narrowing filters. */
 export type ReplaySelection =
@@ -28,7 +29,6 @@ export type ReplaySelection =
       quarantinedTo?: string | undefined;
     };
 
-export type ReplaySource = 'cli' | 'lambda' | 'schedule';
 
 /** A row a replay selects (no payload: operators see identities, not data). */
 export interface ReplayCandidate {
@@ -42,20 +42,6 @@ export interface ReplayCandidate {
   error_code: string | null;
   attempt_count: number;
   quarantined_at: Date | null;
-}
-
-export interface ReplayAuditRow {
-  audit_id: string;
-  actor: string;
-  reason: string;
-  source: ReplaySource;
-  consumer_names: string[];
-  selection: ReplaySelection;
-  row_limit: number;
-  replayed_count: number;
-  inbox_ids: string[];
-  prior_error_codes: Record<string, number>;
-  created_at: Date;
 }
 
 function selectionFilter(q: Queryable, s: ReplaySelection) {
@@ -103,13 +89,13 @@ export interface ReplayRequest {
   limit: number;
   actor: string;
   reason: string;
-  source: ReplaySource;
+  source: ActionSource;
 }
 
 export interface ReplayResult {
   replayed: ReplayCandidate[];
   /** Null when nothing matched: then nothing changed and nothing was recorded. */
-  audit: ReplayAuditRow | null;
+  audit: OperatorAuditRow | null;
 }
 
 /**
@@ -148,19 +134,28 @@ export async function replayQuarantined(sql: Sql, request: ReplayRequest): Promi
                 i.aggregate_version, c.error_code, c.attempt_count, c.quarantined_at`;
     if (replayed.length === 0) return { replayed: [], audit: null };
 
-    const consumerNames = [...new Set(replayed.map((r) => r.consumer_name))].sort();
-    const priorErrorCodes: Record<string, number> = {};
-    for (const r of replayed) {
-      const code = r.error_code ?? '(none)';
-      priorErrorCodes[code] = (priorErrorCodes[code] ?? 0) + 1;
-    }
-    const [audit] = await tx<ReplayAuditRow[]>`
-      insert into integration.consumer_replay_audit
-        (actor, reason, source, consumer_names, selection, row_limit, replayed_count, inbox_ids, prior_error_codes)
-      values (${request.actor}, ${request.reason}, ${request.source}, ${consumerNames}::text[],
-              ${JSON.stringify(request.selection)}::text::jsonb, ${request.limit}, ${replayed.length},
-              ${replayed.map((r) => r.inbox_id)}::uuid[], ${JSON.stringify(priorErrorCodes)}::text::jsonb)
-      returning *`;
-    return { replayed: [...replayed], audit: audit! };
+    const audit = await recordOperatorAction(tx, {
+      action: 'replay',
+      actor: request.actor,
+      reason: request.reason,
+      source: request.source,
+      dryRun: false,
+      consumerNames: replayed.map((r) => r.consumer_name),
+      request: { selection: request.selection, limit: request.limit },
+      affectedCount: replayed.length,
+      inboxIds: replayed.map((r) => r.inbox_id),
+      outcome: { priorErrorCodes: countErrorCodes(replayed) },
+    });
+    return { replayed: [...replayed], audit };
   });
+}
+
+/** How many of the rows carried each error code (before an action cleared it). */
+export function countErrorCodes(rows: readonly { error_code: string | null }[]): Record<string, number> {
+  const counts: Record<string, number> = {};
+  for (const r of rows) {
+    const code = r.error_code ?? '(none)';
+    counts[code] = (counts[code] ?? 0) + 1;
+  }
+  return counts;
 }

@@ -5,6 +5,7 @@
  * an error, not silently ignored — `--consumr x` must not widen a replay to everything).
  */
 import { z } from 'zod';
+import type { Since } from '../inbox/since';
 
 /** A boolean from JSON (true/false) or from the CLI (a bare flag is true; "true"/"false" spelled out). */
 export const flag = z
@@ -25,6 +26,23 @@ export const caller = {
   /** Set by the one-time schedules that schedule-replay creates. */
   source: z.literal('schedule').optional(),
 };
+
+/**
+ * The start of a time window: a duration back from now (`90s`, `15m`, `6h`, `7d`) or an
+ * ISO-8601 instant with an offset.
+ */
+const UNIT_SECONDS: Record<string, number> = { s: 1, m: 60, h: 3600, d: 86_400 };
+
+export const since = z
+  .string()
+  .trim()
+  .transform((v, ctx): Since => {
+    const duration = /^(\d{1,6})([smhd])$/.exec(v);
+    if (duration !== null) return { seconds: Number(duration[1]) * UNIT_SECONDS[duration[2]!]! };
+    if (datetime.safeParse(v).success) return { at: v };
+    ctx.addIssue({ code: 'custom', message: 'a duration back from now (90s, 15m, 6h, 7d) or an ISO-8601 time with an offset' });
+    return z.NEVER;
+  });
 
 export const PAGE_DEFAULT = 50;
 export const PAGE_MAX = 1000;

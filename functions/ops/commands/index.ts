@@ -2,6 +2,7 @@
  * Every ops command by name (the name the Lambda's `command` and the CLI take; the CLI's
  * `poison list` is `poison-list`). One file per command, its schema beside it.
  */
+import { audit } from './audit';
 import { pause } from './pause';
 import { poisonList } from './poison-list';
 import { poisonReingest } from './poison-reingest';
@@ -24,6 +25,7 @@ export const COMMANDS = {
   'poison-reingest': poisonReingest,
   pause,
   resume,
+  audit,
 };
 
 export type CommandName = keyof typeof COMMANDS;

@@ -1,6 +1,7 @@
 /** `replay`: QUARANTINED → RETRY_PENDING due now, with a fresh attempt budget, audited. */
 import { z } from 'zod';
-import { countReplayable, previewReplay, replayQuarantined } from '../../inbox/replay';
+import { recordOperatorAction } from '../../inbox/operator-audit';
+import { countErrorCodes, countReplayable, previewReplay, replayQuarantined } from '../../inbox/replay';
 import { caller, flag, reasonText } from '../args';
 import { actorOf, defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
@@ -22,6 +23,7 @@ export const replaySchema = z
 
 type DryRun = {
   dryRun: true;
+  auditId: string;
   matched: number;
   wouldReplay: number;
   limit: number;
@@ -41,7 +43,7 @@ export const replay = defineCommand({
   usage: `replay (--id ID ... | --consumer C [--error-code E] [--event-type T] [--from ISO] [--to ISO])
          [--limit N] (--dry-run | --reason TEXT [--actor NAME])
       QUARANTINED → RETRY_PENDING due now, fresh attempt budget, at most --limit (${SELECTION_DEFAULT_LIMIT}) rows;
-      --from/--to bound quarantined_at; recorded in integration.consumer_replay_audit`,
+      --from/--to bound quarantined_at; recorded in the operator audit (ops audit), dry runs too`,
   schema: replaySchema,
 
   async run(deps, args, inv): Promise<DryRun | Done> {
@@ -55,7 +57,28 @@ export const replay = defineCommand({
       if (matched === 0) {
         throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });
       }
-      return { dryRun: true, matched, wouldReplay: rows.length, limit: args.limit, rows: rows.map(candidateView), skipped };
+      // A dry run changes no row, so its trail needs no transaction with anything.
+      const audit = await recordOperatorAction(deps.sql, {
+        action: 'replay',
+        actor: args.actor ?? inv.defaultActor ?? null,
+        reason: args.reason ?? null,
+        source: args.source ?? inv.source,
+        dryRun: true,
+        consumerNames: rows.map((r) => r.consumer_name),
+        request: { selection, limit: args.limit },
+        affectedCount: rows.length,
+        inboxIds: rows.map((r) => r.inbox_id),
+        outcome: { matched, priorErrorCodes: countErrorCodes(rows) },
+      });
+      return {
+        dryRun: true,
+        auditId: audit.audit_id,
+        matched,
+        wouldReplay: rows.length,
+        limit: args.limit,
+        rows: rows.map(candidateView),
+        skipped,
+      };
     }
 
     // Checked before the actor so that the most useful message comes first.

@@ -44,7 +44,7 @@ describe('the ops CLI', () => {
     expect(real.code).toBe(0);
     expect(real.stdout).toContain('replayed 1 row(s) to RETRY_PENDING');
     expect(real.stdout).toContain(row!.inbox_id);
-    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.consumer_replay_audit`;
+    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
     expect(audit).toEqual({ actor: 'ci-bot', reason: 'cli test', source: 'cli', inbox_ids: [row!.inbox_id] });
   });
 

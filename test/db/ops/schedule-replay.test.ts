@@ -16,7 +16,7 @@ const silentLogger = { info() {}, warn() {}, error() {} };
 
 beforeEach(async () => {
   mock.reset();
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_replay_audit`;
+  await db.sql`truncate integration.consumer_inbox, integration.operator_audit`;
 });
 
 describe('schedule-replay', () => {
@@ -71,7 +71,7 @@ describe('schedule-replay', () => {
     expect(result).toMatchObject({ schedule: 'ops-replay-night', matchingNow: 2, input: replayInput });
     // Scheduling changes no row and records no replay: the replay does, when it runs.
     expect(await db.sql`select count(*)::int as n from integration.consumer_inbox where status = 'QUARANTINED'`).toEqual([{ n: 3 }]);
-    expect(await db.sql`select count(*)::int as n from integration.consumer_replay_audit`).toEqual([{ n: 0 }]);
+    expect(await db.sql`select count(*)::int as n from integration.operator_audit`).toEqual([{ n: 0 }]);
   });
 
   it('in the ops Lambda, targets the function itself (its unqualified ARN from the context)', async () => {
@@ -108,7 +108,7 @@ describe('schedule-replay', () => {
     // What EventBridge Scheduler will deliver to the ops Lambda.
     await runCommand(deps, input, { source: 'lambda' });
 
-    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.consumer_replay_audit`;
+    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
     expect(audit).toEqual({ actor: 'alice', reason: 'later', source: 'schedule', inbox_ids: [row!.inbox_id] });
   });
 

@@ -1,0 +1,121 @@
+import { randomUUID } from 'node:crypto';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
+import { emptyDatabase, useTestDatabase } from '../../helpers/db';
+import { opsDeps, opsError, run } from './support';
+
+const db = await useTestDatabase();
+const deps = opsDeps(db.sql);
+
+beforeEach(async () => {
+  await db.sql`truncate integration.operator_audit`;
+});
+
+/** An action recorded `minutesAgo`, written with plain SQL (the arrangement does not use the code under test). */
+async function recorded(action: string, minutesAgo: number, consumers: string[], extra: { dryRun?: boolean; actor?: string } = {}) {
+  const [row] = await db.sql<{ audit_id: string }[]>`
+    insert into integration.operator_audit
+      (action, actor, reason, source, dry_run, consumer_names, affected_count, created_at)
+    values (${action}, ${extra.actor ?? 'alice'}, 'because', 'cli', ${extra.dryRun ?? false}, ${consumers}::text[], 0,
+            now() - make_interval(mins => ${minutesAgo}))
+    returning audit_id`;
+  return row!.audit_id;
+}
+
+describe('ops audit', () => {
+  it('lists every action newest first, with who, when, why, how many and whether it was a dry run', async () => {
+    const older = await recorded('pause', 30, ['case-sla']);
+    const newer = await recorded('replay', 5, ['case-projection'], { dryRun: true, actor: 'bob' });
+
+    const { rows, nextCursor } = await run(deps, { command: 'audit' });
+
+    expect(rows.map((r: { audit_id: string }) => r.audit_id)).toEqual([newer, older]);
+    expect(rows[0]).toMatchObject({ action: 'replay', actor: 'bob', reason: 'because', dry_run: true, affected_count: 0 });
+    expect(nextCursor).toBeNull();
+  });
+
+  it('narrows to a consumer, an action and a window', async () => {
+    const sla = await recorded('pause', 10, ['case-sla']);
+    await recorded('pause', 10, ['case-projection']);
+    const both = await recorded('replay', 20, ['case-projection', 'case-sla']);
+    await recorded('replay', 3 * 60, ['case-sla']);
+
+    const ids = async (args: Record<string, unknown>) =>
+      (await run(deps, { command: 'audit', ...args })).rows.map((r: { audit_id: string }) => r.audit_id);
+
+    expect(await ids({ consumer: 'case-sla', since: '1h' })).toEqual([sla, both]);
+    expect(await ids({ consumer: 'case-sla', action: 'replay', since: '1h' })).toEqual([both]);
+    const [window] = await db.sql<{ at: string }[]>`
+      select to_char((now() - interval '15 minutes') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at`;
+    expect(await ids({ consumer: 'case-sla', since: window!.at })).toEqual([sla]);
+  });
+
+  it('pages by keyset without skipping or repeating rows', async () => {
+    const ids = [await recorded('pause', 3, ['case-sla']), await recorded('resume', 2, ['case-sla']), await recorded('pause', 1, ['case-sla'])];
+
+    const first = await run(deps, { command: 'audit', limit: 2 });
+    const second = await run(deps, { command: 'audit', limit: 2, cursor: first.nextCursor });
+
+    expect([...first.rows, ...second.rows].map((r: { audit_id: string }) => r.audit_id)).toEqual([...ids].reverse());
+    expect(second.nextCursor).toBeNull();
+  });
+
+  it('refuses a window it cannot read, an unknown action and an unknown consumer', async () => {
+    await opsError(run(deps, { command: 'audit', since: 'yesterday' }), 'BAD_ARGUMENTS');
+    await opsError(run(deps, { command: 'audit', action: 'delete' }), 'BAD_ARGUMENTS');
+    await opsError(run(deps, { command: 'audit', consumer: 'nobody' }), 'UNKNOWN_CONSUMER');
+  });
+});
+
+describe('migration 0070', () => {
+  it('keeps the replays recorded before it, and keeps them readable under the old name', async () => {
+    const old = await emptyDatabase();
+    try {
+      const all = await loadMigrations(MIGRATIONS_DIR);
+      await migrate(old.sql, all.filter((m) => m.version < 70));
+      const auditId = randomUUID();
+      const inboxId = randomUUID();
+      await old.sql`
+        insert into integration.consumer_replay_audit
+          (audit_id, actor, reason, source, consumer_names, selection, row_limit, replayed_count, inbox_ids, prior_error_codes, created_at)
+        values (${auditId}, 'alice', 'INC-1', 'schedule', '{case-sla}', '{"consumerName": "case-sla"}', 500, 1,
+                ${[inboxId]}::uuid[], '{"PAYLOAD_INVALID": 1}', '2026-07-01T10:00:00Z')`;
+
+      await migrate(old.sql, all);
+
+      const [moved] = await old.sql`select * from integration.operator_audit`;
+      expect(moved).toMatchObject({
+        audit_id: auditId,
+        action: 'replay',
+        actor: 'alice',
+        reason: 'INC-1',
+        source: 'schedule',
+        dry_run: false,
+        consumer_names: ['case-sla'],
+        request: { selection: { consumerName: 'case-sla' }, limit: 500 },
+        affected_count: 1,
+        inbox_ids: [inboxId],
+        outcome: { priorErrorCodes: { PAYLOAD_INVALID: 1 } },
+        created_at: new Date('2026-07-01T10:00:00Z'),
+      });
+      const view = await old.sql`select * from integration.consumer_replay_audit`;
+      expect(view).toEqual([
+        {
+          audit_id: auditId,
+          actor: 'alice',
+          reason: 'INC-1',
+          source: 'schedule',
+          consumer_names: ['case-sla'],
+          selection: { consumerName: 'case-sla' },
+          row_limit: 500,
+          replayed_count: 1,
+          inbox_ids: [inboxId],
+          prior_error_codes: { PAYLOAD_INVALID: 1 },
+          created_at: new Date('2026-07-01T10:00:00Z'),
+        },
+      ]);
+    } finally {
+      await old.drop();
+    }
+  });
+});
