@@ -70,3 +70,25 @@ export const candidateColumns: Column<ReturnType<typeof candidateView>>[] = [
   ['attempts', get('attempts')],
   ['quarantined at', get('quarantinedAt')],
 ];
+
+type ActionRows = { rows: ReturnType<typeof candidateView>[]; skipped: unknown };
+
+/** A replay's or resolve's dry run: how many of how many, and which. */
+export function formatDryRun(verb: string, r: ActionRows & { matched: number; limit: number }): string {
+  return (
+    `dry run: would ${verb} ${r.rows.length} of ${r.matched} matching QUARANTINED row(s) (limit ${r.limit}); nothing changed\n` +
+    table(r.rows, candidateColumns) +
+    skippedLines(r.skipped)
+  );
+}
+
+/** A replay's or resolve's real run: what became of the rows, and whether more still match. */
+export function formatDone(what: string, r: ActionRows & { auditId: string; remaining: number }): string {
+  return (
+    `${what} (audit ${r.auditId})` +
+    (r.remaining > 0 ? `; ${r.remaining} more still match: run again` : '') +
+    '\n' +
+    table(r.rows, candidateColumns) +
+    skippedLines(r.skipped)
+  );
+}

@@ -1,12 +1,25 @@
 /**
  * Selecting QUARANTINED rows, for the commands that act on them (replay, schedule-replay,
  * resolve): by inbox ids, or by a consumer narrowed by filters; bounded by a limit. The
- * argument schema and its translation into the inbox's selection live together here.
+ * argument schema, its translation into the inbox's selection, and the dry run and real
+ * run that replay and resolve share live together here.
  */
 import { z } from 'zod';
-import { inboxStatuses, type ReplayCandidate, type ReplaySelection } from '../inbox/replay';
+import { recordOperatorAction } from '../inbox/operator-audit';
+import {
+  countErrorCodes,
+  countQuarantined,
+  inboxStatuses,
+  previewQuarantined,
+  type QuarantineActionRequest,
+  type QuarantineActionResult,
+  type QuarantinedCandidate,
+  type QuarantineSelection,
+} from '../inbox/quarantine-action';
+import type { Sql } from '../lib/db';
 import { count, datetime, inboxId, text } from './args';
-import { knownConsumer, type OpsDeps } from './command';
+import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
+import { OpsError, OpsErrorCodes } from './errors';
 
 export const SELECTION_DEFAULT_LIMIT = 1000;
 export const SELECTION_MAX_LIMIT = 10_000;
@@ -53,7 +66,7 @@ export function checkSelection(v: SelectionShape, ctx: z.core.$RefinementCtx): v
   }
 }
 
-export function selectionOf(deps: OpsDeps, args: SelectionShape): ReplaySelection {
+export function selectionOf(deps: OpsDeps, args: SelectionShape): QuarantineSelection {
   if (args.ids !== undefined) return { inboxIds: [...new Set(args.ids.map((id) => id.toLowerCase()))] };
   return {
     consumerName: knownConsumer(deps, args.consumer!).name,
@@ -65,7 +78,7 @@ export function selectionOf(deps: OpsDeps, args: SelectionShape): ReplaySelectio
 }
 
 /** Ids the operator named that the command does not take, and why. */
-export async function skippedIds(deps: OpsDeps, selection: ReplaySelection, taken: readonly ReplayCandidate[]) {
+export async function skippedIds(deps: OpsDeps, selection: QuarantineSelection, taken: readonly QuarantinedCandidate[]) {
   if (!('inboxIds' in selection)) return [];
   const takenIds = new Set(taken.map((r) => r.inbox_id));
   const rest = selection.inboxIds.filter((id) => !takenIds.has(id));
@@ -74,7 +87,7 @@ export async function skippedIds(deps: OpsDeps, selection: ReplaySelection, take
   return rest.map((id) => ({ inboxId: id, reason: found.has(id) ? `status is ${found.get(id)}, not QUARANTINED` : 'no such inbox row' }));
 }
 
-export function candidateView(r: ReplayCandidate) {
+export function candidateView(r: QuarantinedCandidate) {
   return {
     inboxId: r.inbox_id,
     consumer: r.consumer_name,
@@ -87,6 +100,79 @@ export function candidateView(r: ReplayCandidate) {
   };
 }
 
-export function describeSelection(selection: ReplaySelection): string {
+export function describeSelection(selection: QuarantineSelection): string {
   return 'inboxIds' in selection ? `${selection.inboxIds.length} inbox id(s)` : `filter ${JSON.stringify(selection)}`;
+}
+
+type ActionArgs = SelectionShape & {
+  actor?: string | undefined;
+  source?: 'schedule' | undefined;
+  reason?: string | undefined;
+};
+
+export type Skipped = Awaited<ReturnType<typeof skippedIds>>;
+
+/**
+ * What a replay or resolve would take, recorded as a dry run (it changes no row, so its
+ * trail needs no transaction with anything). Nothing matching is NO_ROWS_MATCH.
+ */
+export async function dryRunOn(deps: OpsDeps, action: 'replay' | 'resolve', args: ActionArgs, inv: Invocation) {
+  const selection = selectionOf(deps, args);
+  const [matched, rows] = await Promise.all([
+    countQuarantined(deps.sql, selection),
+    previewQuarantined(deps.sql, selection, args.limit),
+  ]);
+  const skipped = await skippedIds(deps, selection, rows);
+  if (matched === 0) {
+    throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });
+  }
+  const audit = await recordOperatorAction(deps.sql, {
+    action,
+    actor: args.actor ?? inv.defaultActor ?? null,
+    reason: args.reason ?? null,
+    source: args.source ?? inv.source,
+    dryRun: true,
+    consumerNames: rows.map((r) => r.consumer_name),
+    request: { selection, limit: args.limit },
+    affectedCount: rows.length,
+    inboxIds: rows.map((r) => r.inbox_id),
+    outcome: { matched, priorErrorCodes: countErrorCodes(rows) },
+  });
+  return { auditId: audit.audit_id, matched, rows: rows.map(candidateView), skipped };
+}
+
+/**
+ * Run a replay or resolve for real: a reason and an actor are required; `move` changes the
+ * rows and writes the audit row in one transaction (functions/inbox/quarantine-action.ts).
+ */
+export async function runOn(
+  deps: OpsDeps,
+  action: 'replay' | 'resolve',
+  args: ActionArgs,
+  inv: Invocation,
+  move: (sql: Sql, request: QuarantineActionRequest) => Promise<QuarantineActionResult>,
+) {
+  const selection = selectionOf(deps, args);
+  // Checked before the actor so that the most useful message comes first.
+  if (args.reason === undefined) {
+    throw new OpsError(OpsErrorCodes.REASON_REQUIRED, `a ${action} needs a reason (it is recorded in the audit trail); or use dry-run`);
+  }
+  const actor = actorOf(args, inv);
+  const source = args.source ?? inv.source;
+  const result = await move(deps.sql, { selection, limit: args.limit, actor, reason: args.reason, source });
+  const skipped = await skippedIds(deps, selection, result.rows);
+  if (result.audit === null) {
+    throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });
+  }
+  // Only a filter can leave more behind; ids beyond the limit are refused by the schema.
+  const remaining = 'inboxIds' in selection ? 0 : await countQuarantined(deps.sql, selection);
+  deps.logger?.info(`ops_${action}`, {
+    auditId: result.audit.audit_id,
+    actor,
+    source,
+    consumers: result.audit.consumer_names,
+    count: result.rows.length,
+    remaining,
+  });
+  return { auditId: result.audit.audit_id, rows: result.rows.map(candidateView), remaining, skipped };
 }

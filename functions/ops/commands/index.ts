@@ -10,6 +10,7 @@ import { poisonShow } from './poison-show';
 import { quarantine } from './quarantine';
 import { quarantineList } from './quarantine-list';
 import { replay } from './replay';
+import { resolve } from './resolve';
 import { resume } from './resume';
 import { scheduleReplay } from './schedule-replay';
 import { stats } from './stats';
@@ -20,6 +21,7 @@ export const COMMANDS = {
   'quarantine-list': quarantineList,
   replay,
   'schedule-replay': scheduleReplay,
+  resolve,
   'poison-list': poisonList,
   'poison-show': poisonShow,
   'poison-reingest': poisonReingest,

@@ -2,10 +2,11 @@
 import { z } from 'zod';
 import { inboxIdOf } from '../../inbox/find-event';
 import { insertInboxBatch } from '../../inbox/insert-batch';
+import { recordOperatorAction } from '../../inbox/operator-audit';
 import { getPoison, resolvePoison, type PoisonRow } from '../../inbox/poison';
 import { decodeRecord } from '../../ingest/decode';
 import type { KafkaRecord } from '../../ingest/types';
-import { caller, flag, poisonId } from '../args';
+import { caller, flag, poisonId, reasonText } from '../args';
 import { actorOf, defineCommand, knownConsumer } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 
@@ -45,27 +46,27 @@ export function recordFromPoison(row: PoisonRow): KafkaRecord {
 }
 
 type Event = { eventId: string; eventType: string; eventVersion: number };
-type DryRun = { dryRun: true; valid: true; poisonId: string; consumer: string } & Event;
-type Done = { dryRun: false; poisonId: string; consumer: string; inboxId: string; alreadyInInbox: boolean } & Event;
+type DryRun = { dryRun: true; valid: true; poisonId: string; consumer: string; auditId: string } & Event;
+type Done = { dryRun: false; poisonId: string; consumer: string; inboxId: string; alreadyInInbox: boolean; auditId: string } & Event;
 
 /**
  * Re-parse a poison row with today's decoder and envelope schemas (the ingest function's
  * own, functions/ingest/decode.ts). Valid now: store it as an inbox row (idempotently: an
  * event id already in the inbox is linked, not duplicated) and mark the poison row
- * resolved, in one transaction. Still invalid: say why, change nothing.
+ * resolved, with the audit row, in one transaction. Still invalid: say why, change nothing.
  *
  * The row is stored RECEIVED, for the consumer's worker, whatever the consumer's mode: the
  * record's own ingest invocation is long gone, and the worker is the path every retry of
  * an inline consumer takes too.
  */
 export const poisonReingest = defineCommand({
-  usage: `poison reingest <poison-id> [--dry-run] [--actor NAME]
+  usage: `poison reingest <poison-id> [--dry-run] [--reason TEXT] [--actor NAME]
       re-parse with today's schemas; if valid, store it in the inbox and mark the poison row resolved`,
-  schema: z.strictObject({ ...caller, id: poisonId, dryRun: flag }),
+  schema: z.strictObject({ ...caller, id: poisonId, reason: reasonText.optional(), dryRun: flag }),
   positional: 'id',
 
   async run(deps, args, inv): Promise<DryRun | Done> {
-    const actor = args.dryRun ? (args.actor ?? inv.defaultActor ?? 'dry-run') : actorOf(args, inv);
+    const actor = args.dryRun ? (args.actor ?? inv.defaultActor ?? null) : actorOf(args, inv);
     return deps.sql.begin(async (tx): Promise<DryRun | Done> => {
       const row = await getPoison(tx, args.id, !args.dryRun);
       if (row === undefined) throw new OpsError(OpsErrorCodes.NOT_FOUND, `no poison row ${args.id}`);
@@ -86,15 +87,35 @@ export const poisonReingest = defineCommand({
         );
       }
       const event = { eventId: decoded.row.eventId, eventType: decoded.row.eventType, eventVersion: decoded.row.eventVersion };
-      if (args.dryRun) return { dryRun: true, valid: true, poisonId: row.poison_id, consumer: consumer.name, ...event };
+      const trail = {
+        action: 'reingest' as const,
+        actor,
+        reason: args.reason ?? null,
+        source: args.source ?? inv.source,
+        consumerNames: [consumer.name],
+        request: { poisonId: row.poison_id },
+      };
+      const offset = { topic: row.topic_name, partition: row.partition_no, offset: row.offset_no };
+      if (args.dryRun) {
+        // A dry run stores nothing, so it names no inbox row: affected 0, valid in the outcome.
+        const audit = await recordOperatorAction(tx, { ...trail, dryRun: true, affectedCount: 0, outcome: { valid: true, ...offset, ...event } });
+        return { dryRun: true, valid: true, poisonId: row.poison_id, consumer: consumer.name, auditId: audit.audit_id, ...event };
+      }
 
       const [inserted] = await insertInboxBatch(tx, consumer.name, [decoded.row]);
       // Not inserted: the event id is already in the inbox (a later, valid redelivery of the
       // same event); the poison row is resolved by that row.
       const inboxId = inserted?.inbox_id ?? (await inboxIdOf(tx, consumer.name, decoded.row.eventId));
       if (inboxId === undefined) throw new Error('inbox row vanished between insert and lookup');
-      const resolved = await resolvePoison(tx, { poisonId: row.poison_id, inboxId, resolvedBy: actor });
+      const resolved = await resolvePoison(tx, { poisonId: row.poison_id, inboxId, resolvedBy: actorOf(args, inv) });
       if (resolved === undefined) throw new Error(`poison row ${row.poison_id} was resolved concurrently`);
+      const audit = await recordOperatorAction(tx, {
+        ...trail,
+        dryRun: false,
+        affectedCount: 1,
+        inboxIds: [inboxId],
+        outcome: { alreadyInInbox: inserted === undefined, ...offset, ...event },
+      });
       deps.logger?.info('ops_poison_reingested', {
         poisonId: row.poison_id,
         consumer: consumer.name,
@@ -109,6 +130,7 @@ export const poisonReingest = defineCommand({
         consumer: consumer.name,
         inboxId,
         alreadyInInbox: inserted === undefined,
+        auditId: audit.audit_id,
         ...event,
       };
     });

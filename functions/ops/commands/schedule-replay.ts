@@ -1,7 +1,7 @@
 /** `schedule-replay --at ISO …`: a one-time schedule that runs a replay later, then deletes itself. */
 import { CreateScheduleCommand, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
-import { countReplayable } from '../../inbox/replay';
+import { countQuarantined } from '../../inbox/quarantine-action';
 import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
 import { actorOf, defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
@@ -101,7 +101,7 @@ export const scheduleReplay = defineCommand({
         RetryPolicy: { MaximumRetryAttempts: 0 },
       },
     };
-    const matchingNow = await countReplayable(deps.sql, selection);
+    const matchingNow = await countQuarantined(deps.sql, selection);
     const out = await deps.scheduler.send(new CreateScheduleCommand(command));
     deps.logger?.info('ops_schedule_replay', { schedule: name, at: when.toISOString(), actor, matchingNow });
     return {

@@ -2,13 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
 import { emptyDatabase, useTestDatabase } from '../../helpers/db';
-import { opsDeps, opsError, run } from './support';
+import { insertInboxRow, insertPoisonRow } from '../../helpers/factories';
+import { allInboxRows, opsDeps, opsError, run } from './support';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
 
 beforeEach(async () => {
-  await db.sql`truncate integration.operator_audit`;
+  await db.sql`truncate integration.operator_audit, integration.consumer_inbox, integration.consumer_raw_poison`;
 });
 
 /** An action recorded `minutesAgo`, written with plain SQL (the arrangement does not use the code under test). */
@@ -64,6 +65,57 @@ describe('ops audit', () => {
     await opsError(run(deps, { command: 'audit', since: 'yesterday' }), 'BAD_ARGUMENTS');
     await opsError(run(deps, { command: 'audit', action: 'delete' }), 'BAD_ARGUMENTS');
     await opsError(run(deps, { command: 'audit', consumer: 'nobody' }), 'UNKNOWN_CONSUMER');
+  });
+});
+
+describe('the audit row of an action on inbox rows', () => {
+  /** While it is installed, every insert into the audit fails, as a full disk or a lost connection would. */
+  async function withFailingAudit(act: () => Promise<unknown>): Promise<unknown> {
+    await db.sql.unsafe(`
+      create function test_fail_audit() returns trigger language plpgsql as
+        $$ begin raise exception 'audit unavailable'; end $$;
+      create trigger fail_audit before insert on integration.operator_audit
+        for each row execute function test_fail_audit();`);
+    try {
+      return await act().then(() => undefined, (e: unknown) => e);
+    } finally {
+      await db.sql.unsafe('drop trigger fail_audit on integration.operator_audit; drop function test_fail_audit();');
+    }
+  }
+
+  it.each([
+    ['replay', { command: 'replay', consumer: 'case-projection', reason: 'fixed' }],
+    ['resolve', { command: 'resolve', consumer: 'case-projection', reason: 'not to be applied' }],
+  ])('is written in the same transaction as the %s: no trail, no change', async (_name, input) => {
+    await insertInboxRow(db.sql, { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' });
+    const before = await allInboxRows(db.sql);
+
+    const error = await withFailingAudit(() => run(deps, input));
+
+    expect((error as { code?: string }).code).toBe('P0001');
+    expect(await allInboxRows(db.sql)).toEqual(before);
+  });
+
+  it('is written in the same transaction as a poison re-ingest: no trail, no inbox row, poison unresolved', async () => {
+    const envelope = {
+      eventId: 'evt_reingest_1',
+      eventType: 'regulatory.case.accepted.v1',
+      eventVersion: 1,
+      occurredAt: '2026-07-03T09:15:30Z',
+      producer: 'case-command-service',
+      aggregateType: 'case',
+      aggregateId: 'case_1',
+      payload: { caseId: 'case_1', acceptedAt: '2026-07-03T09:15:30Z' },
+    };
+    // Poisoned once for a reason that no longer holds; today's decoder accepts it.
+    const { poison_id } = await insertPoisonRow(db.sql, { rawValue: JSON.stringify(envelope), errorCode: 'ENVELOPE_INVALID' });
+
+    const error = await withFailingAudit(() => run(deps, { command: 'poison-reingest', id: poison_id }));
+
+    expect((error as { code?: string }).code).toBe('P0001');
+    expect(await allInboxRows(db.sql)).toEqual([]);
+    const [poison] = await db.sql`select resolved_at, resolved_inbox_id from integration.consumer_raw_poison`;
+    expect(poison).toEqual({ resolved_at: null, resolved_inbox_id: null });
   });
 });
 
