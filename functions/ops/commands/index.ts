@@ -3,6 +3,7 @@
  * `poison list` is `poison-list`). One file per command, its schema beside it.
  */
 import { audit } from './audit';
+import { event } from './event';
 import { pause } from './pause';
 import { poisonList } from './poison-list';
 import { poisonReingest } from './poison-reingest';
@@ -16,6 +17,7 @@ import { scheduleReplay } from './schedule-replay';
 import { stats } from './stats';
 
 export const COMMANDS = {
+  event,
   stats,
   quarantine,
   'quarantine-list': quarantineList,
