@@ -153,13 +153,20 @@ export async function findEventPoison(
   inboxIds: readonly string[],
 ): Promise<EventPoisonRow[]> {
   if (positions.length === 0 && inboxIds.length === 0) return [];
+  const columns = q`p.poison_id, p.consumer_name, p.topic_name, p.partition_no, p.offset_no, p.error_code, p.error_message,
+    p.created_at, p.resolved_at, p.resolved_inbox_id, p.resolved_by`;
+  // A union, not one OR: each half is an index probe, an OR of the two a scan.
   return q<EventPoisonRow[]>`
-    select p.poison_id, p.consumer_name, p.topic_name, p.partition_no, p.offset_no, p.error_code, p.error_message,
-           p.created_at, p.resolved_at, p.resolved_inbox_id, p.resolved_by
+    select ${columns}
+    from unnest(${positions.map((x) => x.consumerName)}::text[], ${positions.map((x) => x.topic)}::text[],
+                ${positions.map((x) => x.partition)}::int[], ${positions.map((x) => x.offset)}::bigint[])
+           as at (consumer_name, topic_name, partition_no, offset_no)
+    join integration.consumer_raw_poison p
+      on p.consumer_name = at.consumer_name and p.topic_name = at.topic_name
+     and p.partition_no = at.partition_no and p.offset_no = at.offset_no
+    union
+    select ${columns}
     from integration.consumer_raw_poison p
-    where (p.consumer_name, p.topic_name, p.partition_no, p.offset_no) in (
-            select * from unnest(${positions.map((x) => x.consumerName)}::text[], ${positions.map((x) => x.topic)}::text[],
-                                 ${positions.map((x) => x.partition)}::int[], ${positions.map((x) => x.offset)}::bigint[]))
-       or p.resolved_inbox_id = any(${inboxIds as string[]}::uuid[])
-    order by p.consumer_name, p.created_at`;
+    where p.resolved_inbox_id = any(${inboxIds as string[]}::uuid[])
+    order by consumer_name, created_at`;
 }

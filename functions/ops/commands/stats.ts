@@ -1,8 +1,8 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
-import { inboxStatusCounts, poisonCounts } from '../../inbox/stats';
+import { inboxStatusCounts, poisonCounts, receivedSince } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';
-import { caller, text } from '../args';
+import { caller, since, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';
 import { age, get, table } from '../format';
 
@@ -21,15 +21,27 @@ export interface ConsumerStats {
   oldestPoisonAgeSeconds: number | null;
 }
 
-export const stats = defineCommand({
-  usage: `stats [--consumer C]
-      rows per consumer and status, due backlog and its oldest age, unresolved poison`,
-  schema: z.strictObject({ ...caller, consumer: text.optional() }),
+export interface ReceivedWindow {
+  /** The window's start, by the database's clock. */
+  since: Date;
+  /** Rows received since then, per consumer and event type, most first. */
+  rows: { consumer: string; eventType: string; received: number }[];
+}
 
-  async run(deps, args): Promise<{ consumers: ConsumerStats[] }> {
+export const stats = defineCommand({
+  usage: `stats [--consumer C] [--since 1h|ISO]
+      rows per consumer and status, due backlog and its oldest age, unresolved poison;
+      and rows received per consumer and event type in the last hour (or since --since)`,
+  schema: z.strictObject({ ...caller, consumer: text.optional(), since: since.optional() }),
+
+  async run(deps, args): Promise<{ consumers: ConsumerStats[]; received: ReceivedWindow }> {
     const only = optionalConsumer(deps, args.consumer);
-    const [counts, poison] = await Promise.all([inboxStatusCounts(deps.sql, only), poisonCounts(deps.sql, only)]);
     const declared = new Set(consumersOf(deps).map((c) => c.name));
+    const [counts, poison, recent] = await Promise.all([
+      inboxStatusCounts(deps.sql, only),
+      poisonCounts(deps.sql, only),
+      receivedSince(deps.sql, only !== undefined ? [only] : [...declared], args.since ?? { seconds: 3600 }),
+    ]);
     const names = new Set(only !== undefined ? [only] : [...declared]);
     for (const r of counts) names.add(r.consumer_name);
     for (const p of poison) names.add(p.consumer_name);
@@ -56,7 +68,11 @@ export const stats = defineCommand({
         oldestPoisonAgeSeconds: p?.oldest_unresolved_age_seconds ?? null,
       };
     });
-    return { consumers };
+    const received = {
+      since: recent.start,
+      rows: recent.counts.map((c) => ({ consumer: c.consumer_name, eventType: c.event_type, received: c.received })),
+    };
+    return { consumers, received };
   },
 
   format: (r) =>
@@ -72,5 +88,11 @@ export const stats = defineCommand({
       ['oldest due', (c) => age(c.oldestDueAgeSeconds)],
       ['poison', get('poisonUnresolved')],
       ['oldest poison', (c) => age(c.oldestPoisonAgeSeconds)],
+    ]) +
+    `\n\nreceived since ${r.received.since.toISOString()}:\n` +
+    table(r.received.rows, [
+      ['consumer', get('consumer')],
+      ['event type', get('eventType')],
+      ['received', get('received')],
     ]),
 });

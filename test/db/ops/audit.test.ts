@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
 import { emptyDatabase, useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertPoisonRow } from '../../helpers/factories';
-import { allInboxRows, opsDeps, opsError, run } from './support';
+import { allInboxRows, isoMinutesAgo, opsDeps, opsError, run } from './support';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
@@ -46,9 +46,7 @@ describe('ops audit', () => {
 
     expect(await ids({ consumer: 'case-sla', since: '1h' })).toEqual([sla, both]);
     expect(await ids({ consumer: 'case-sla', action: 'replay', since: '1h' })).toEqual([both]);
-    const [window] = await db.sql<{ at: string }[]>`
-      select to_char((now() - interval '15 minutes') at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at`;
-    expect(await ids({ consumer: 'case-sla', since: window!.at })).toEqual([sla]);
+    expect(await ids({ consumer: 'case-sla', since: await isoMinutesAgo(db.sql, 15) })).toEqual([sla]);
   });
 
   it('pages by keyset without skipping or repeating rows', async () => {

@@ -48,3 +48,10 @@ export async function opsError(promise: Promise<unknown>, code: OpsErrorCode): P
 export function allInboxRows(sql: Sql) {
   return sql`select * from integration.consumer_inbox order by inbox_id`;
 }
+
+/** An ISO-8601 instant (whole seconds, UTC) `minutes` before the database's now(). */
+export async function isoMinutesAgo(sql: Sql, minutes: number): Promise<string> {
+  const [row] = await sql<{ at: string }[]>`
+    select to_char((now() - make_interval(mins => ${minutes})) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at`;
+  return row!.at;
+}

@@ -3,70 +3,16 @@
  * far larger than the backlog, EXPLAIN shows no sequential scan of the inbox or the
  * poison table. The statements are the real ones, captured from postgres.js as sent.
  */
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, it } from 'vitest';
 import { readGauges } from '../../../functions/inbox/gauges';
 import { deleteFinished, deletePoison, purgePayloads } from '../../../functions/inbox/purge';
 import { releaseExpired } from '../../../functions/inbox/release-expired';
 import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
-import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
+import { expectIndexOnly } from '../../helpers/plans';
 
 const db = await useTestDatabase();
-
-interface Captured {
-  query: string;
-  parameters: unknown[];
-}
-
-/** Run `act` on a client that records every statement it sends, and return them. */
-async function capture(act: (sql: Sql) => Promise<unknown>): Promise<Captured[]> {
-  const captured: Captured[] = [];
-  const sql = db.client({
-    max: 1,
-    debug: (_connection, query, parameters) => captured.push({ query, parameters: [...(parameters as unknown[])] }),
-  });
-  try {
-    await act(sql);
-  } finally {
-    await sql.end();
-  }
-  return captured;
-}
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function nodes(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
-}
-
-async function planOf(statement: Captured): Promise<PlanNode[]> {
-  const [row] = await db.sql.unsafe<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>(
-    `explain (format json) ${statement.query}`,
-    statement.parameters as never[],
-  );
-  return nodes(row!['QUERY PLAN'][0].Plan);
-}
-
-const TABLES = ['consumer_inbox', 'consumer_raw_poison'];
-
-async function expectIndexOnly(act: (sql: Sql) => Promise<unknown>, indexes: string[]): Promise<void> {
-  const statements = await capture(act);
-  expect(statements.length).toBeGreaterThan(0);
-  const used = new Set<string>();
-  for (const statement of statements) {
-    const plan = await planOf(statement);
-    const seqScans = plan.filter((n) => n['Node Type'] === 'Seq Scan' && TABLES.includes(n['Relation Name'] ?? ''));
-    expect(seqScans, statement.query).toEqual([]);
-    for (const n of plan) if (n['Index Name']) used.add(n['Index Name']);
-  }
-  for (const index of indexes) expect([...used]).toContain(index);
-}
 
 describe('reaper: query plans with a large history', () => {
   beforeAll(async () => {
@@ -106,18 +52,19 @@ describe('reaper: query plans with a large history', () => {
   });
 
   it('gauges: due rows from a due-row partial index, quarantine and poison from theirs', async () => {
-    await expectIndexOnly((sql) => readGauges(sql, ['case-projection', 'case-sla']), [
+    await expectIndexOnly(db, (sql) => readGauges(sql, ['case-projection', 'case-sla']), [
       'consumer_inbox_quarantine_idx',
       'consumer_raw_poison_created_idx',
     ]);
   });
 
   it('expired leases: from the in-flight partial index', async () => {
-    await expectIndexOnly((sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_lease_idx']);
+    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_lease_idx']);
   });
 
   it('retention: from the finished-row partial index and the poison index', async () => {
     await expectIndexOnly(
+      db,
       async (sql) => {
         await deleteFinished(sql, 'case-projection', DEFAULT_RETENTION, 1000);
         await purgePayloads(sql, 'case-projection', DEFAULT_RETENTION, 1000);
