@@ -5,6 +5,7 @@
  * AWS or database error), 2 the command line was wrong (nothing was done).
  */
 import { pathToFileURL } from 'node:url';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { createSql } from '../lib/db';
@@ -23,7 +24,7 @@ export const USAGE = [
 ].join('\n');
 
 /** Flags that take no value. */
-const BOOLEAN_FLAGS = new Set(['dryRun', 'includePayload', 'includeResolved', 'json', 'help']);
+const BOOLEAN_FLAGS = new Set(['dryRun', 'includePayload', 'includeResolved', 'worker', 'ingest', 'json', 'help']);
 
 export interface ParsedArgs {
   command: string | undefined;
@@ -128,13 +129,17 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
   }
   const sql = await createSql(config.database);
   // Built on first use: most commands never talk to AWS.
-  let client: SchedulerClient | undefined;
+  let schedulerClient: SchedulerClient | undefined;
+  let lambdaClient: LambdaClient | undefined;
   try {
     const scheduler = {
-      send: ((command: never) => (client ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
+      send: ((command: never) => (schedulerClient ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
+    };
+    const lambda = {
+      send: ((command: never) => (lambdaClient ??= new LambdaClient({})).send(command)) as LambdaClient['send'],
     };
     const result = await runCommand(
-      { sql, scheduler, config },
+      { sql, scheduler, lambda, config },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );
@@ -149,7 +154,8 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     const e = error as { name?: string; code?: string; message?: string };
     return fail(e.code ?? e.name ?? 'ERROR', e.message ?? String(error), 1);
   } finally {
-    client?.destroy();
+    schedulerClient?.destroy();
+    lambdaClient?.destroy();
     await sql.end({ timeout: 5 });
   }
 }

@@ -5,9 +5,11 @@
  * database operation). The ops Lambda and the CLI run the same commands (./run.ts).
  */
 import { userInfo } from 'node:os';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
 import type { z } from 'zod';
 import { CONSUMERS } from '../consumers';
+import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
 import type { ConsumerDeclaration } from '../consumers/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
@@ -16,13 +18,16 @@ import { OpsError, OpsErrorCodes } from './errors';
 /** The little a command logs: identifiers and counts, never payloads. */
 export interface OpsLogger {
   info(message: string, extra: Record<string, unknown>): void;
+  error(message: string, extra: Record<string, unknown>): void;
 }
 
 export interface OpsDeps {
   sql: Sql;
   /** Only the schedule commands use it. */
   scheduler: Pick<SchedulerClient, 'send'>;
-  config: Pick<Config, 'scheduler' | 'maxPayloadBytes'>;
+  /** Only pause/resume --ingest use it (event-source mappings). */
+  lambda: Pick<LambdaClient, 'send'>;
+  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'maxPayloadBytes'>;
   /** The declared consumers (default: functions/consumers). */
   consumers?: readonly ConsumerDeclaration[];
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */
@@ -86,5 +91,19 @@ export function osUser(): string | undefined {
     return userInfo().username || undefined;
   } catch {
     return undefined;
+  }
+}
+
+/**
+ * Write the audit row of an action already done on AWS (pause, resume, schedule-replay),
+ * which no database transaction can include. If the database refuses the row, the action
+ * still stands: the row goes to the log (`ops_audit_unwritten`) and the caller says so.
+ */
+export async function recordOrLog(deps: OpsDeps, entry: OperatorActionEntry): Promise<string | null> {
+  try {
+    return (await recordOperatorAction(deps.sql, entry)).audit_id;
+  } catch (error) {
+    deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
+    return null;
   }
 }

@@ -53,7 +53,6 @@ export type OpsResponse =
 
 interface HandlerLogger extends OpsLogger {
   warn(message: string, extra: Record<string, unknown>): void;
-  error(message: string, extra: Record<string, unknown>): void;
 }
 
 /** The handler's logic with its dependencies given: tests call it with a test database. */

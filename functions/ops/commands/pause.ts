@@ -1,10 +1,11 @@
-/** `pause --consumer C`: disable the consumer's worker schedule. */
+/** `pause --consumer C [--worker] [--ingest]`: disable the consumer's worker schedule and/or its ingest mappings. */
 import { defineCommand } from '../command';
-import { formatPause, pauseSchema, setWorkerState } from '../pause-targets';
+import { formatPause, pauseSchema, switchConsumer } from '../pause-targets';
 
 export const pause = defineCommand({
-  usage: `pause --consumer C [--reason TEXT]      disable the consumer's worker schedule`,
+  usage: `pause --consumer C [--worker] [--ingest] [--reason TEXT]
+      disable the consumer's worker schedule (the default), its ingest event-source mappings (--ingest), or both`,
   schema: pauseSchema,
-  run: (deps, args, inv) => setWorkerState(deps, args, inv, 'DISABLED'),
+  run: (deps, args, inv) => switchConsumer(deps, args, inv, 'pause'),
   format: formatPause,
 });

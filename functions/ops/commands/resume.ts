@@ -1,10 +1,11 @@
-/** `resume --consumer C`: enable the consumer's worker schedule again. */
+/** `resume --consumer C [--worker] [--ingest]`: enable what pause disabled. */
 import { defineCommand } from '../command';
-import { formatPause, pauseSchema, setWorkerState } from '../pause-targets';
+import { formatPause, pauseSchema, switchConsumer } from '../pause-targets';
 
 export const resume = defineCommand({
-  usage: `resume --consumer C [--reason TEXT]     enable it again`,
+  usage: `resume --consumer C [--worker] [--ingest] [--reason TEXT]
+      enable them again, the same way`,
   schema: pauseSchema,
-  run: (deps, args, inv) => setWorkerState(deps, args, inv, 'ENABLED'),
+  run: (deps, args, inv) => switchConsumer(deps, args, inv, 'resume'),
   format: formatPause,
 });

@@ -1,10 +1,11 @@
 /** `schedule-replay --at ISO …`: a one-time schedule that runs a replay later, then deletes itself. */
 import { CreateScheduleCommand, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
-import { countQuarantined } from '../../inbox/quarantine-action';
+import { countQuarantined, inboxStatuses } from '../../inbox/quarantine-action';
 import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
-import { actorOf, defineCommand } from '../command';
+import { actorOf, defineCommand, recordOrLog } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
+import { auditLine } from '../format';
 import { checkSelection, selectionFields, selectionOf } from '../selection';
 import { replaySchema } from './replay';
 
@@ -15,8 +16,9 @@ export function atExpression(when: Date): string {
 
 /**
  * Create a one-time schedule that invokes the ops function with a replay at `at`. It is
- * deleted after it runs (ActionAfterCompletion DELETE); the replay itself writes the audit
- * row when it runs, with source 'schedule'. Retries are off: an audited operator action
+ * deleted after it runs (ActionAfterCompletion DELETE). Scheduling is audited
+ * (schedule-replay: who, why, when, what); the replay writes its own audit row when it
+ * runs, with source 'schedule'. Retries are off: an audited operator action
  * runs once, and a failure shows in the ops function's errors rather than repeating.
  */
 export const scheduleReplay = defineCommand({
@@ -103,8 +105,21 @@ export const scheduleReplay = defineCommand({
     };
     const matchingNow = await countQuarantined(deps.sql, selection);
     const out = await deps.scheduler.send(new CreateScheduleCommand(command));
-    deps.logger?.info('ops_schedule_replay', { schedule: name, at: when.toISOString(), actor, matchingNow });
+    const auditId = await recordOrLog(deps, {
+      action: 'schedule-replay',
+      actor,
+      reason: args.reason,
+      source: args.source ?? inv.source,
+      dryRun: false,
+      consumerNames:
+        'inboxIds' in selection ? (await inboxStatuses(deps.sql, selection.inboxIds)).map((r) => r.consumer_name) : [selection.consumerName],
+      request: { at: when.toISOString(), schedule: name, replay: replayArgs },
+      affectedCount: 1,
+      outcome: { scheduleArn: out.ScheduleArn ?? null, expression: command.ScheduleExpression, matchingNow },
+    });
+    deps.logger?.info('ops_schedule_replay', { schedule: name, at: when.toISOString(), actor, matchingNow, auditId });
     return {
+      auditId,
       schedule: name,
       groupName: groupName ?? 'default',
       scheduleArn: out.ScheduleArn ?? null,
@@ -118,5 +133,6 @@ export const scheduleReplay = defineCommand({
     [
       `created schedule ${r.groupName}/${r.schedule}: ${r.expression} UTC, deleted after it runs`,
       `rows matching now: ${r.matchingNow} (the replay selects again when it runs, up to ${r.input.limit})`,
+      auditLine(r.auditId),
     ].join('\n'),
 });

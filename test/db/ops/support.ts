@@ -1,4 +1,5 @@
 /** Shared arrangement for the ops commands' database tests. */
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
 import type { Invocation, OpsDeps } from '../../../functions/ops/command';
 import { OpsError, type OpsErrorCode } from '../../../functions/ops/errors';
@@ -9,7 +10,7 @@ import { expect } from 'vitest';
 
 export const cli: Invocation = { source: 'cli', defaultActor: 'alice' };
 
-export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): Pick<Config, 'scheduler' | 'maxPayloadBytes'> => ({
+export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): OpsDeps['config'] => ({
   scheduler: {
     groupName: 'inbox-schedules',
     workerSchedules: { 'case-projection': 'inbox-worker-case-projection', 'case-sla': 'inbox-worker-case-sla' },
@@ -17,6 +18,7 @@ export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): P
     schedulerRoleArn: 'arn:aws:iam::123456789012:role/inbox-scheduler',
     ...overrides,
   },
+  ingestMappings: {},
   maxPayloadBytes: 256 * 1024,
 });
 
@@ -25,8 +27,13 @@ const noScheduler: Pick<SchedulerClient, 'send'> = {
   send: (() => Promise.reject(new Error('scheduler must not be called'))) as SchedulerClient['send'],
 };
 
+/** A Lambda client that must not be called: only pause/resume --ingest use one. */
+const noLambda: Pick<LambdaClient, 'send'> = {
+  send: (() => Promise.reject(new Error('lambda must not be called'))) as LambdaClient['send'],
+};
+
 export function opsDeps(sql: Sql, overrides: Partial<OpsDeps> = {}): OpsDeps {
-  return { sql, scheduler: noScheduler, config: schedulerConfig(), ...overrides };
+  return { sql, scheduler: noScheduler, lambda: noLambda, config: schedulerConfig(), ...overrides };
 }
 
 export function run<T = any>(deps: OpsDeps, input: Record<string, unknown>, inv: Invocation = cli): Promise<T> {
