@@ -11,7 +11,7 @@
  * partial index on resolved_inbox_id (0071).
  */
 import type { Queryable } from '../lib/db';
-import type { InboxStatus } from './types';
+import type { InboxRow, InboxStatus } from './types';
 
 /** The inbox id of a consumer's event, if the inbox holds it. */
 export async function inboxIdOf(q: Queryable, consumerName: string, eventId: string): Promise<string | undefined> {
@@ -25,40 +25,16 @@ export type EventLookup =
   | { consumerNames: readonly string[]; eventId: string }
   | { consumerNames?: readonly string[] | undefined; topic: string; partition: number; offset: number };
 
-export interface EventRow {
-  inbox_id: string;
-  consumer_name: string;
-  event_id: string;
-  event_type: string;
-  event_version: number;
-  aggregate_type: string;
-  aggregate_id: string;
-  aggregate_version: number | null;
-  topic_name: string;
-  partition_no: number;
-  offset_no: number;
+export interface EventRow extends Omit<InboxRow, 'payload'> {
   record_key: string | null;
   record_key_encoding: 'utf8' | 'base64';
   partition_key: string | null;
-  correlation_id: string | null;
-  causation_id: string | null;
-  producer: string;
-  tenant_id: string | null;
-  occurred_at: Date;
-  received_at: Date;
-  status: InboxStatus;
-  attempt_count: number;
-  next_attempt_at: Date | null;
-  locked_by: string | null;
-  locked_at: Date | null;
-  lease_expires_at: Date | null;
   /** By the database's clock; null when the row holds no lease. */
   lease_expired: boolean | null;
   processed_at: Date | null;
   quarantined_at: Date | null;
   payload_purged_at: Date | null;
   updated_at: Date;
-  error_code: string | null;
   error_message: string | null;
   error_detail: unknown;
   /** The aggregate's head: its first open row (RECEIVED, RETRY_PENDING, PROCESSING) in the claim's order. */

@@ -6,7 +6,9 @@ import type { Queryable } from '../lib/db';
 import { toPage } from './quarantine';
 import { sinceBound, type Since } from './since';
 
-export type OperatorAction = 'replay' | 'resolve' | 'reingest' | 'pause' | 'resume' | 'schedule-replay';
+/** The actions the table's check constraint admits (migration 0070). */
+export const OPERATOR_ACTIONS = ['replay', 'resolve', 'reingest', 'pause', 'resume', 'schedule-replay'] as const;
+export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 export type ActionSource = 'cli' | 'lambda' | 'schedule';
 
 export interface OperatorActionEntry {

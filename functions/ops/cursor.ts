@@ -24,3 +24,8 @@ export function decodeCursor(cursor: string | undefined): { at: string; id: stri
   }
   throw new OpsError(OpsErrorCodes.BAD_ARGUMENTS, 'cursor: not a cursor returned by a previous page');
 }
+
+/** A keyset page as a command returns it: the rows, and the cursor of the next page (null on the last). */
+export function pageOf<R>(page: { rows: R[]; next: { at: string; id: string } | null }): { rows: R[]; nextCursor: string | null } {
+  return { rows: page.rows, nextCursor: encodeCursor(page.next) };
+}

@@ -17,7 +17,7 @@ import {
   type QuarantineSelection,
 } from '../inbox/quarantine-action';
 import type { Sql } from '../lib/db';
-import { count, datetime, inboxId, text } from './args';
+import { caller, count, datetime, flag, inboxId, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
 import { OpsError, OpsErrorCodes } from './errors';
 
@@ -103,6 +103,17 @@ export function candidateView(r: QuarantinedCandidate) {
 export function describeSelection(selection: QuarantineSelection): string {
   return 'inboxIds' in selection ? `${selection.inboxIds.length} inbox id(s)` : `filter ${JSON.stringify(selection)}`;
 }
+
+/** The arguments of a replay or a resolve (schedule-replay checks the replay it schedules with it). */
+export const actionSchema = z
+  .strictObject({ ...caller, ...selectionFields, reason: reasonText.optional(), dryRun: flag })
+  .superRefine(checkSelection);
+
+type ActionRows = { rows: ReturnType<typeof candidateView>[]; skipped: Skipped; auditId: string };
+/** A dry run's result; `would` names its count field (wouldReplay, wouldResolve). */
+export type DryRunResult<Would extends string> = ActionRows & { dryRun: true; matched: number; limit: number } & Record<Would, number>;
+/** A real run's result; `done` names its count field (replayed, resolved). */
+export type DoneResult<Done extends string> = ActionRows & { dryRun: false; remaining: number } & Record<Done, number>;
 
 type ActionArgs = SelectionShape & {
   actor?: string | undefined;

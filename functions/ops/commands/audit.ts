@@ -1,33 +1,30 @@
 /** `audit`: the operator actions, newest first: who, when, why, what, how many, dry run or not. */
 import { z } from 'zod';
-import { listOperatorActions, type OperatorAction } from '../../inbox/operator-audit';
+import { listOperatorActions, OPERATOR_ACTIONS } from '../../inbox/operator-audit';
 import { caller, page, since, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
-import { decodeCursor, encodeCursor } from '../cursor';
+import { decodeCursor, pageOf } from '../cursor';
 import { get, nextPage, table } from '../format';
 
-const ACTIONS = ['replay', 'resolve', 'reingest', 'pause', 'resume', 'schedule-replay'] as const satisfies readonly OperatorAction[];
-
 export const audit = defineCommand({
-  usage: `audit [--consumer C] [--action ${ACTIONS.join('|')}] [--since 24h|ISO] [--limit N] [--cursor X]
+  usage: `audit [--consumer C] [--action ${OPERATOR_ACTIONS.join('|')}] [--since 24h|ISO] [--limit N] [--cursor X]
       every operator action, newest first: who, when, why, what, how many, dry run or not`,
   schema: z.strictObject({
     ...caller,
     consumer: text.optional(),
-    action: z.enum(ACTIONS).optional(),
+    action: z.enum(OPERATOR_ACTIONS).optional(),
     since: since.optional(),
     ...page,
   }),
 
   async run(deps, args) {
-    const result = await listOperatorActions(deps.sql, {
+    return pageOf(await listOperatorActions(deps.sql, {
       consumerName: optionalConsumer(deps, args.consumer),
       action: args.action,
       since: args.since,
       after: decodeCursor(args.cursor),
       limit: args.limit,
-    });
-    return { rows: result.rows, nextCursor: encodeCursor(result.next) };
+    }));
   },
 
   format: (r) =>

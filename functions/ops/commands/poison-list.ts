@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { listPoison } from '../../inbox/poison';
 import { caller, flag, page, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
-import { decodeCursor, encodeCursor } from '../cursor';
+import { decodeCursor, pageOf } from '../cursor';
 import { cell, get, nextPage, table } from '../format';
 
 export const poisonList = defineCommand({
@@ -11,13 +11,12 @@ export const poisonList = defineCommand({
   schema: z.strictObject({ ...caller, consumer: text.optional(), includeResolved: flag, ...page }),
 
   async run(deps, args) {
-    const result = await listPoison(deps.sql, {
+    return pageOf(await listPoison(deps.sql, {
       consumerName: optionalConsumer(deps, args.consumer),
       includeResolved: args.includeResolved,
       after: decodeCursor(args.cursor),
       limit: args.limit,
-    });
-    return { rows: result.rows, nextCursor: encodeCursor(result.next) };
+    }));
   },
 
   format: (r) =>

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { listQuarantined } from '../../inbox/quarantine';
 import { caller, flag, page, PAGE_DEFAULT, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
-import { decodeCursor, encodeCursor } from '../cursor';
+import { decodeCursor, pageOf } from '../cursor';
 import { get, nextPage, table } from '../format';
 
 export const quarantineList = defineCommand({
@@ -19,15 +19,14 @@ export const quarantineList = defineCommand({
   }),
 
   async run(deps, args) {
-    const result = await listQuarantined(deps.sql, {
+    return pageOf(await listQuarantined(deps.sql, {
       consumerName: optionalConsumer(deps, args.consumer),
       errorCode: args.errorCode,
       eventType: args.eventType,
       after: decodeCursor(args.cursor),
       limit: args.limit,
       includePayload: args.includePayload,
-    });
-    return { rows: result.rows, nextCursor: encodeCursor(result.next) };
+    }));
   },
 
   format: (r) =>

@@ -6,8 +6,7 @@ import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
 import { actorOf, defineCommand, recordOrLog } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 import { auditLine } from '../format';
-import { checkSelection, selectionFields, selectionOf } from '../selection';
-import { replaySchema } from './replay';
+import { actionSchema, checkSelection, selectionFields, selectionOf } from '../selection';
 
 /** `at(yyyy-mm-ddThh:mm:ss)` in UTC, the one-time expression EventBridge Scheduler takes. */
 export function atExpression(when: Date): string {
@@ -83,7 +82,7 @@ export const scheduleReplay = defineCommand({
     };
     // The schedule fires once, unattended: make sure now that the replay will accept its input.
     const { command: _replay, ...replayArgs } = input;
-    replaySchema.parse(replayArgs);
+    actionSchema.parse(replayArgs);
     const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
     const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
     const name = args.name ?? `${REPLAY_SCHEDULE_PREFIX}${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);

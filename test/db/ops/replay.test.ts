@@ -1,9 +1,9 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { useTestDatabase } from '../../helpers/db';
-import { caseAcceptedPayload, insertInboxRow, insertInboxRows } from '../../helpers/factories';
+import { caseAcceptedPayload, insertInboxRow, insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { work } from '../worker/support';
-import { allInboxRows, opsDeps, opsError, run } from './support';
+import { allInboxRows, auditRows, inboxRowOf, opsDeps, opsError, quarantinedRow, run } from './support';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
@@ -12,15 +12,9 @@ beforeEach(async () => {
   await db.sql`truncate integration.consumer_inbox, integration.operator_audit, read_model.case_summary`;
 });
 
-const quarantined = (spec: Parameters<typeof insertInboxRow>[1] = {}) =>
-  insertInboxRow(db.sql, { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', attemptCount: 1, ...spec });
-
-async function rowOf(inboxId: string) {
-  const [row] = await db.sql`select * from integration.consumer_inbox where inbox_id = ${inboxId}`;
-  return row!;
-}
-
-const audits = () => db.sql`select * from integration.operator_audit order by created_at`;
+const quarantined = (spec: InboxRowSpec = {}) => quarantinedRow(db.sql, spec);
+const rowOf = (inboxId: string) => inboxRowOf(db.sql, inboxId);
+const audits = () => auditRows(db.sql);
 
 describe('replay by inbox id', () => {
   it('moves the row to RETRY_PENDING due now with its error cleared and a fresh attempt budget, and leaves others alone', async () => {

@@ -7,6 +7,7 @@ import { runCommand } from '../../../functions/ops/run';
 import type { Config } from '../../../functions/lib/config';
 import type { Sql } from '../../../functions/lib/db';
 import { expect } from 'vitest';
+import { insertInboxRow, type InboxRowSpec } from '../../helpers/factories';
 
 export const cli: Invocation = { source: 'cli', defaultActor: 'alice' };
 
@@ -61,4 +62,20 @@ export async function isoMinutesAgo(sql: Sql, minutes: number): Promise<string> 
   const [row] = await sql<{ at: string }[]>`
     select to_char((now() - make_interval(mins => ${minutes})) at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS"Z"') as at`;
   return row!.at;
+}
+
+/** A QUARANTINED row (PAYLOAD_INVALID unless said otherwise). */
+export function quarantinedRow(sql: Sql, spec: InboxRowSpec = {}) {
+  return insertInboxRow(sql, { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', attemptCount: 1, ...spec });
+}
+
+/** Every column of one inbox row. */
+export async function inboxRowOf(sql: Sql, inboxId: string) {
+  const [row] = await sql`select * from integration.consumer_inbox where inbox_id = ${inboxId}`;
+  return row!;
+}
+
+/** The operator audit, oldest first. */
+export function auditRows(sql: Sql) {
+  return sql`select * from integration.operator_audit order by created_at`;
 }

@@ -9,47 +9,12 @@ import { deleteFinished, deletePoison, purgePayloads } from '../../../functions/
 import { releaseExpired } from '../../../functions/inbox/release-expired';
 import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
 import { useTestDatabase } from '../../helpers/db';
-import { insertInboxRows } from '../../helpers/factories';
-import { expectIndexOnly } from '../../helpers/plans';
+import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';
 
 const db = await useTestDatabase();
 
 describe('reaper: query plans with a large history', () => {
-  beforeAll(async () => {
-    // A steady state in miniature: 50,000 finished rows over the last 29 days, those past
-    // the 7-day payload retention already purged by earlier runs; a little new work for
-    // each step (rows just past the payload retention, rows just past the dedupe window);
-    // 100 due, 5 in flight, 5 quarantined, 2,000 poison rows.
-    await db.sql`
-      insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type,
-        aggregate_id, topic_name, partition_no, offset_no, producer, occurred_at, received_at, status,
-        processed_at, payload_purged_at, payload)
-      select 'case-projection', 'evt_hist_' || g, 'regulatory.case.accepted.v1', 1, 'case', 'case_' || g,
-             'regulatory.case.events.v1', 0, g, 'case-command-service', now(), h.processed_at, 'PROCESSED',
-             h.processed_at,
-             case when h.processed_at < now() - interval '7 days 1 hour' then h.processed_at + interval '7 days' end,
-             '{}'
-      from generate_series(1, 50200) g
-      cross join lateral (
-        select case when g <= 50000 then now() - make_interval(secs => g * 50)
-                    when g <= 50100 then now() - interval '7 days 30 minutes'
-                    else now() - interval '31 days' end as processed_at
-      ) h`;
-    await db.sql`
-      update integration.consumer_inbox set payload_purged_at = processed_at + interval '7 days'
-      where processed_at < now() - interval '30 days'`;
-    await db.sql`
-      insert into integration.consumer_raw_poison (consumer_name, topic_name, partition_no, offset_no, error_message, created_at)
-      select 'case-projection', 'regulatory.case.events.v1', 1, g, 'not json', now() - make_interval(secs => g * 1000)
-      from generate_series(1, 2000) g`;
-    await insertInboxRows(db.sql, [
-      ...Array.from({ length: 100 }, () => ({ status: 'RECEIVED' as const })),
-      ...Array.from({ length: 5 }, () => ({ status: 'PROCESSING' as const, leaseExpiresInSeconds: 60 })),
-      ...Array.from({ length: 5 }, () => ({ status: 'QUARANTINED' as const, errorCode: 'PAYLOAD_INVALID' })),
-    ]);
-    await db.sql`analyze integration.consumer_inbox`;
-    await db.sql`analyze integration.consumer_raw_poison`;
-  });
+  beforeAll(() => arrangeHistory(db.sql));
 
   it('gauges: due rows from a due-row partial index, quarantine and poison from theirs', async () => {
     await expectIndexOnly(db, (sql) => readGauges(sql, ['case-projection', 'case-sla']), [
