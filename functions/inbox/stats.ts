@@ -76,7 +76,9 @@ export interface ReceivedCount {
  * never earlier than received_at: the due index by received_at itself, in-flight rows (a
  * few batches), finished rows by processed_at (or, once purged, payload_purged_at), and
  * quarantined rows by quarantined_at. Each arm still tests received_at, so the count is
- * exact, and the cost follows the rows in the window, not the table.
+ * exact, and the cost follows the rows in the window, not the table. It relies on what the
+ * schema and the writers keep true: a finished row has processed_at (a check constraint),
+ * and every path to QUARANTINED sets quarantined_at (complete.ts, release-expired.ts).
  *
  * By consumer name (the indexes lead with it): the caller passes the consumers to count.
  */

@@ -138,8 +138,13 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     const lambda = {
       send: ((command: never) => (lambdaClient ??= new LambdaClient({})).send(command)) as LambdaClient['send'],
     };
+    // An audit row the database refused (functions/ops/command.ts recordOrLog) goes to stderr.
+    const logger = {
+      info: () => {},
+      error: (message: string, extra: Record<string, unknown>) => io.stderr(JSON.stringify({ level: 'ERROR', message, ...extra })),
+    };
     const result = await runCommand(
-      { sql, scheduler, lambda, config },
+      { sql, scheduler, lambda, config, logger },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );

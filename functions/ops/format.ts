@@ -95,5 +95,5 @@ export function formatDone(what: string, r: ActionRows & { auditId: string; rema
 
 /** The audit row an AWS action left, or the warning that it could not be written (functions/ops/command.ts recordOrLog). */
 export function auditLine(auditId: string | null): string {
-  return auditId !== null ? `audit ${auditId}` : 'WARNING: the audit row could not be written; the ops log has it (ops_audit_unwritten)';
+  return auditId !== null ? `audit ${auditId}` : 'WARNING: the audit row could not be written; it was logged instead (ops_audit_unwritten)';
 }

@@ -6,7 +6,7 @@
  * AWS calls, recording what each call changed — also when one of them failed midway (then
  * the error is recorded and thrown). The AWS calls come first on purpose: pausing ingest
  * is what an operator does when the database is in trouble, and it must work then. If the
- * audit row cannot be written, the result says so (`audited: false`) and the same record
+ * audit row cannot be written, the result says so (`auditId: null`) and the same record
  * goes to the log as `ops_audit_unwritten`, so the trail is never silently lost.
  */
 import {
