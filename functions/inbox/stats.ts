@@ -73,9 +73,9 @@ export interface ReceivedCount {
  * of the inbox serves: on a table holding a month of history it reads every row. Rather
  * than another index on every row (write and WAL cost on each event, for an operator's
  * query), each status is read through the partial index it already has, whose timestamp is
- * never earlier than received_at: the due index by received_at itself, in-flight rows (a
- * few batches), finished rows by processed_at (or, once purged, payload_purged_at), and
- * quarantined rows by quarantined_at. Each arm still tests received_at, so the count is
+ * never earlier than received_at: due rows through a due-row index (the backlog only),
+ * in-flight rows through the lease index (a few batches), finished rows by processed_at
+ * (or, once purged, payload_purged_at), and quarantined rows by quarantined_at. Each arm still tests received_at, so the count is
  * exact, and the cost follows the rows in the window, not the table. It relies on what the
  * schema and the writers keep true: a finished row has processed_at (a check constraint),
  * and every path to QUARANTINED sets quarantined_at (complete.ts, release-expired.ts).
