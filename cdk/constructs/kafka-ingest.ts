@@ -48,8 +48,10 @@ export function kafkaResourceArns(clusterArn: string, topics: string[], groups: 
 
 export class KafkaIngest extends Construct {
   readonly function: InboxFunction;
-  /** The mappings' ids (dimension EventSourceMappingUUID of the ESM metrics). */
+  /** The mappings' ids (dimension EventSourceMappingUUID of the ESM metrics; ops pause --ingest). */
   readonly eventSourceMappingIds: string[] = [];
+  /** The mappings' ARNs, for the ops function's grant to switch them. */
+  readonly eventSourceMappingArns: string[] = [];
 
   constructor(scope: Construct, id: string, props: KafkaIngestProps) {
     super(scope, id);
@@ -85,6 +87,7 @@ export class KafkaIngest extends Construct {
       });
       this.function.addEventSource(source);
       this.eventSourceMappingIds.push(source.eventSourceMappingId);
+      this.eventSourceMappingArns.push(source.eventSourceMappingArn);
     }
 
     // MSK IAM auth: the mapping connects with the function's role. Least privilege on the

@@ -1,13 +1,14 @@
 /**
- * The ops function: stats, quarantine summary, replay, poison listing and pause/resume of
- * a consumer's worker schedule. Pausing is an UpdateSchedule, which replaces the whole
- * schedule and therefore passes the scheduler role again: hence iam:PassRole on that role.
+ * The ops function: the operator commands (functions/ops/commands/). Pausing a worker is
+ * an UpdateSchedule, which replaces the whole schedule and therefore passes the scheduler
+ * role again: hence iam:PassRole on that role. Pausing ingest is an
+ * UpdateEventSourceMapping on the consumers' own mappings, and on nothing else.
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
-import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/schemas';
+import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';
@@ -17,6 +18,8 @@ export interface OpsProps {
   schedules: Schedules;
   /** Each consumer's worker schedule, by consumer name. */
   workerSchedules: Record<string, scheduler.ISchedule>;
+  /** Each consumer's ingest event-source mappings, by consumer name (ops pause/resume --ingest). */
+  ingestMappings: Record<string, { ids: string[]; arns: string[] }>;
 }
 
 export class Ops extends Construct {
@@ -28,10 +31,13 @@ export class Ops extends Construct {
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
       entry: 'functions/ops/handler.ts',
-      description: 'Kafka inbox operator commands (stats, quarantine, replay, poison, pause/resume)',
+      description: 'Kafka inbox operator commands (stats, event, quarantine, replay, resolve, poison, pause/resume, audit)',
       timeout: Duration.seconds(60),
       environment: {
         WORKER_SCHEDULES: Stack.of(this).toJsonString(names),
+        INGEST_MAPPINGS: Stack.of(this).toJsonString(
+          Object.fromEntries(Object.entries(props.ingestMappings).map(([consumer, m]) => [consumer, m.ids])),
+        ),
         SCHEDULE_GROUP_NAME: props.schedules.group.scheduleGroupName,
         // schedule-replay: the one-time schedules invoke this function through this role.
         // The function's own ARN comes from its invocation context (in the environment it
@@ -43,6 +49,13 @@ export class Ops extends Construct {
       new iam.PolicyStatement({
         actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'],
         resources: Object.values(props.workerSchedules).map((s) => s.scheduleArn),
+      }),
+    );
+    // pause/resume --ingest read a mapping's state and set Enabled, on these mappings only.
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping'],
+        resources: Object.values(props.ingestMappings).flatMap((m) => m.arns),
       }),
     );
     // One-time replay schedules are named ops-replay-* in the inbox's group; nothing else.

@@ -122,6 +122,12 @@ export class StatelessStack extends Stack {
       platform,
       schedules,
       workerSchedules: Object.fromEntries(config.consumers.map((c, i) => [c.name, this.consumers[i]!.worker.schedule])),
+      ingestMappings: Object.fromEntries(
+        config.consumers.map((c, i) => {
+          const ingest = this.consumers[i]!.ingest;
+          return [c.name, { ids: ingest.eventSourceMappingIds, arns: ingest.eventSourceMappingArns }];
+        }),
+      ),
     });
 
     new Migrations(this, 'Migrations', {

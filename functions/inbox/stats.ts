@@ -6,6 +6,7 @@
  * has passed; its due age is how long it has been waiting since it became due.
  */
 import type { Queryable } from '../lib/db';
+import { sinceBound, type Since } from './since';
 import type { InboxStatus } from './types';
 
 export interface StatusCount {
@@ -57,4 +58,57 @@ export async function poisonCounts(q: Queryable, consumerName?: string): Promise
     ${consumerName !== undefined ? q`where consumer_name = ${consumerName}` : q``}
     group by consumer_name
     order by consumer_name`;
+}
+
+export interface ReceivedCount {
+  consumer_name: string;
+  event_type: string;
+  received: number;
+}
+
+/**
+ * Seed 000's last-hour view: rows received per consumer and event type since `since`.
+ *
+ * Seed 000 writes it as one `where received_at > now() - interval '1 hour'`, which no index
+ * of the inbox serves: on a table holding a month of history it reads every row. Rather
+ * than another index on every row (write and WAL cost on each event, for an operator's
+ * query), each status is read through the partial index it already has, whose timestamp is
+ * never earlier than received_at: due rows through a due-row index (the backlog only),
+ * in-flight rows through the lease index (a few batches), finished rows by processed_at
+ * (or, once purged, payload_purged_at), and quarantined rows by quarantined_at. Each arm still tests received_at, so the count is
+ * exact, and the cost follows the rows in the window, not the table. It relies on what the
+ * schema and the writers keep true: a finished row has processed_at (a check constraint),
+ * and every path to QUARANTINED sets quarantined_at (complete.ts, release-expired.ts).
+ *
+ * By consumer name (the indexes lead with it): the caller passes the consumers to count.
+ */
+export async function receivedSince(q: Queryable, consumerNames: readonly string[], since: Since) {
+  const names = q`consumer_name = any(${consumerNames as string[]}::text[])`;
+  const from = sinceBound(q, since);
+  const [counts, [window]] = await Promise.all([
+    q<ReceivedCount[]>`
+      with recent as (
+        select consumer_name, event_type from integration.consumer_inbox
+        where ${names} and status in ('RECEIVED', 'RETRY_PENDING') and received_at >= ${from}
+        union all
+        select consumer_name, event_type from integration.consumer_inbox
+        where ${names} and status = 'PROCESSING' and received_at >= ${from}
+        union all
+        select consumer_name, event_type from integration.consumer_inbox
+        where ${names} and status in ('PROCESSED', 'IGNORED') and payload_purged_at is null
+          and processed_at >= ${from} and received_at >= ${from}
+        union all
+        select consumer_name, event_type from integration.consumer_inbox
+        where ${names} and status in ('PROCESSED', 'IGNORED') and payload_purged_at >= ${from} and received_at >= ${from}
+        union all
+        select consumer_name, event_type from integration.consumer_inbox
+        where ${names} and status = 'QUARANTINED' and quarantined_at >= ${from} and received_at >= ${from}
+      )
+      select consumer_name, event_type, count(*)::int as received
+      from recent
+      group by consumer_name, event_type
+      order by received desc, consumer_name, event_type`,
+    q<{ start: Date }[]>`select ${from} as start`,
+  ]);
+  return { start: window!.start, counts: [...counts] };
 }

@@ -54,6 +54,21 @@ export const DEFAULTS = {
   logLevel: 'INFO',
 } as const;
 
+/** A JSON object of consumer name to a value of `value`'s shape. */
+function jsonRecord<T extends z.ZodType>(value: T, message: string) {
+  return z
+    .string()
+    .trim()
+    .transform((v, ctx) => {
+      try {
+        return z.record(z.string(), value).parse(JSON.parse(v));
+      } catch {
+        ctx.addIssue({ code: 'custom', message });
+        return z.NEVER;
+      }
+    });
+}
+
 /**
  * The variables, each with its default. Unset and empty values take the default;
  * a set value that does not parse is an error naming the variable.
@@ -95,18 +110,12 @@ const schema = z
 
     /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
     SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
-    WORKER_SCHEDULES: z
-      .string()
-      .trim()
-      .transform((v, ctx) => {
-        try {
-          return z.record(z.string(), z.string()).parse(JSON.parse(v));
-        } catch {
-          ctx.addIssue({ code: 'custom', message: 'must be a JSON object of consumer name to schedule name' });
-          return z.NEVER;
-        }
-      })
-      .optional(),
+    WORKER_SCHEDULES: jsonRecord(z.string(), 'must be a JSON object of consumer name to schedule name').optional(),
+    /** Each consumer's ingest event-source mappings for ops pause/resume --ingest: JSON {consumer: [uuid, …]}. */
+    INGEST_MAPPINGS: jsonRecord(
+      z.array(z.string().min(1)),
+      'must be a JSON object of consumer name to a list of event-source mapping UUIDs',
+    ).optional(),
     /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
     OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
     /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
@@ -155,6 +164,8 @@ export interface Config {
     runLength?: number;
   };
   reaper: { batchSize: number; safetyMarginMs: number };
+  /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
+  ingestMappings: Record<string, string[]>;
   scheduler: {
     groupName?: string;
     workerSchedules: Record<string, string>;
@@ -196,6 +207,7 @@ export function parseConfig(env: Env): Config {
       runLength: e.WORKER_RUN_LENGTH,
     },
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
+    ingestMappings: e.INGEST_MAPPINGS ?? {},
     scheduler: {
       ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
       workerSchedules: e.WORKER_SCHEDULES ?? {},

@@ -44,6 +44,8 @@ export const ErrorCodes = {
   DB_INTEGRITY_VIOLATION: 'DB_INTEGRITY_VIOLATION',
   DB_ERROR: 'DB_ERROR',
   UNEXPECTED_ERROR: 'UNEXPECTED_ERROR',
+  /** Not an error: an operator resolved a QUARANTINED row without running it (ops resolve). */
+  OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
 } as const;
 
 /** SQLSTATEs that are worth retrying as they are (the same statement can succeed later). */

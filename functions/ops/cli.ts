@@ -5,43 +5,26 @@
  * AWS or database error), 2 the command line was wrong (nothing was done).
  */
 import { pathToFileURL } from 'node:url';
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { createSql } from '../lib/db';
-import { osUser } from './commands';
+import { osUser } from './command';
+import { COMMAND_NAMES, isCommandName, type CommandName } from './commands';
 import { OpsError, OpsErrorCodes } from './errors';
-import { formatResult, formatSkipped } from './format';
-import { runCommand } from './run';
-import { isCommandName, PAGE_DEFAULT, REPLAY_DEFAULT_LIMIT, type CommandName } from './schemas';
+import { formatSkipped } from './format';
+import { commandOf, runCommand } from './run';
 
-export const USAGE = `usage: npm run ops -- <command> [options] [--json]
-
-  stats [--consumer C]
-      rows per consumer and status, due backlog and its oldest age, unresolved poison
-  quarantine [--consumer C]
-      QUARANTINED rows grouped by consumer, event type and error code
-  quarantine list [--consumer C] [--error-code E] [--event-type T] [--limit N] [--cursor X] [--include-payload]
-      QUARANTINED rows, newest first, ${PAGE_DEFAULT} a page (no payloads unless --include-payload)
-  replay (--id ID ... | --consumer C [--error-code E] [--event-type T] [--from ISO] [--to ISO])
-         [--limit N] (--dry-run | --reason TEXT [--actor NAME])
-      QUARANTINED → RETRY_PENDING due now, fresh attempt budget, at most --limit (${REPLAY_DEFAULT_LIMIT}) rows;
-      --from/--to bound quarantined_at; recorded in integration.consumer_replay_audit
-  poison list [--consumer C] [--include-resolved] [--limit N] [--cursor X]
-  poison show <poison-id>
-      one raw poison row, with its raw value
-  poison reingest <poison-id> [--dry-run] [--actor NAME]
-      re-parse with today's schemas; if valid, store it in the inbox and mark the poison row resolved
-  pause --consumer C [--reason TEXT]      disable the consumer's worker schedule
-  resume --consumer C [--reason TEXT]     enable it again
-  schedule-replay --at ISO (replay selection) --reason TEXT [--limit N] [--name ops-replay-NAME]
-      a one-time schedule that runs the replay at --at through the ops function, then deletes itself
-
-  --actor defaults to the OS user. --json prints the result (or the error) as JSON.`;
+export const USAGE = [
+  'usage: npm run ops -- <command> [options] [--json]',
+  '',
+  ...COMMAND_NAMES.map((name) => `  ${commandOf(name).usage}`),
+  '',
+  '  --actor defaults to the OS user. --json prints the result (or the error) as JSON.',
+].join('\n');
 
 /** Flags that take no value. */
-const BOOLEAN_FLAGS = new Set(['dryRun', 'includePayload', 'includeResolved', 'json', 'help']);
-/** Commands whose single positional argument is `id`. */
-const ID_POSITIONAL = new Set<CommandName>(['poison-show', 'poison-reingest']);
+const BOOLEAN_FLAGS = new Set(['dryRun', 'includePayload', 'includeResolved', 'worker', 'ingest', 'json', 'help']);
 
 export interface ParsedArgs {
   command: string | undefined;
@@ -99,7 +82,7 @@ export function parseArgv(argv: readonly string[]): ParsedArgs {
     command = joined;
     positionals.shift();
   }
-  if (command !== undefined && isCommandName(command) && ID_POSITIONAL.has(command) && positionals.length === 1) {
+  if (command !== undefined && isCommandName(command) && commandOf(command).positional === 'id' && positionals.length === 1) {
     rest.id = positionals.shift();
   }
   if (positionals.length > 0) throw bad(`unexpected argument(s): ${positionals.join(' ')}`);
@@ -146,17 +129,26 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
   }
   const sql = await createSql(config.database);
   // Built on first use: most commands never talk to AWS.
-  let client: SchedulerClient | undefined;
+  let schedulerClient: SchedulerClient | undefined;
+  let lambdaClient: LambdaClient | undefined;
   try {
     const scheduler = {
-      send: ((command: never) => (client ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
+      send: ((command: never) => (schedulerClient ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
+    };
+    const lambda = {
+      send: ((command: never) => (lambdaClient ??= new LambdaClient({})).send(command)) as LambdaClient['send'],
+    };
+    // An audit row the database refused (functions/ops/command.ts recordOrLog) goes to stderr.
+    const logger = {
+      info: () => {},
+      error: (message: string, extra: Record<string, unknown>) => io.stderr(JSON.stringify({ level: 'ERROR', message, ...extra })),
     };
     const result = await runCommand(
-      { sql, scheduler, config },
+      { sql, scheduler, lambda, config, logger },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );
-    io.stdout(json ? JSON.stringify({ ok: true, command: parsed.command, result }, null, 2) : formatResult(parsed.command as CommandName, result));
+    io.stdout(json ? JSON.stringify({ ok: true, command: parsed.command, result }, null, 2) : commandOf(parsed.command as CommandName).format(result));
     return 0;
   } catch (error) {
     if (error instanceof OpsError) {
@@ -167,7 +159,8 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     const e = error as { name?: string; code?: string; message?: string };
     return fail(e.code ?? e.name ?? 'ERROR', e.message ?? String(error), 1);
   } finally {
-    client?.destroy();
+    schedulerClient?.destroy();
+    lambdaClient?.destroy();
     await sql.end({ timeout: 5 });
   }
 }

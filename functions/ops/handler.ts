@@ -8,6 +8,7 @@
  * Lambda cannot tell who invoked it, so commands that change state need `actor` in the
  * event; the one-time schedules of schedule-replay carry the scheduling operator's name.
  */
+import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { loadConfig } from '../lib/config';
 import { getSql } from '../lib/db';
@@ -17,8 +18,9 @@ import { createOpsHandler } from './run';
 const config = loadConfig();
 const { logger } = createObservability(config, 'ops');
 const scheduler = new SchedulerClient({});
+const lambda = new LambdaClient({});
 
 export const handler = createOpsHandler(
-  async () => ({ sql: await getSql(config.database), scheduler, config }),
+  async () => ({ sql: await getSql(config.database), scheduler, lambda, config }),
   logger,
 );

@@ -4,25 +4,14 @@
  */
 import type { Context } from 'aws-lambda';
 import type { z } from 'zod';
-import * as commands from './commands';
-import type { Invocation, OpsDeps, OpsLogger } from './commands';
+import type { Invocation, OpsCommand, OpsDeps, OpsLogger } from './command';
+import { COMMAND_NAMES, COMMANDS, isCommandName, type CommandName } from './commands';
 import { OpsError, OpsErrorCodes } from './errors';
-import { COMMAND_NAMES, isCommandName, schemas, type CommandArgs, type CommandName } from './schemas';
 
-type Runner<C extends CommandName> = (deps: OpsDeps, args: CommandArgs<C>, inv: Invocation) => Promise<unknown>;
-
-const RUNNERS: { [C in CommandName]: Runner<C> } = {
-  stats: commands.stats,
-  quarantine: commands.quarantine,
-  'quarantine-list': commands.quarantineList,
-  replay: commands.replay,
-  'poison-list': commands.poisonList,
-  'poison-show': commands.poisonShow,
-  'poison-reingest': commands.poisonReingest,
-  pause: commands.pause,
-  resume: commands.resume,
-  'schedule-replay': commands.scheduleReplay,
-};
+/** Any command, its argument and result types erased: they were checked where it was defined. */
+export function commandOf(name: CommandName): OpsCommand<z.ZodType, unknown> {
+  return COMMANDS[name] as unknown as OpsCommand<z.ZodType, unknown>;
+}
 
 function describeIssues(issues: readonly z.core.$ZodIssue[]): string {
   return issues
@@ -42,7 +31,7 @@ export function parseCommand(command: unknown, args: Record<string, unknown>): {
       `unknown command ${JSON.stringify(command ?? null)} (commands: ${COMMAND_NAMES.join(', ')})`,
     );
   }
-  const parsed = schemas[command].safeParse(args);
+  const parsed = commandOf(command).schema.safeParse(args);
   if (!parsed.success) {
     throw new OpsError(OpsErrorCodes.BAD_ARGUMENTS, `${command}: ${describeIssues(parsed.error.issues)}`);
   }
@@ -55,8 +44,7 @@ export async function runCommand(deps: OpsDeps, input: unknown, inv: Invocation)
   }
   const { command, ...rest } = input as Record<string, unknown>;
   const parsed = parseCommand(command, rest);
-  const runner = RUNNERS[parsed.command] as Runner<CommandName>;
-  return runner(deps, parsed.args as CommandArgs<CommandName>, inv);
+  return commandOf(parsed.command).run(deps, parsed.args, inv);
 }
 
 export type OpsResponse =
@@ -65,7 +53,6 @@ export type OpsResponse =
 
 interface HandlerLogger extends OpsLogger {
   warn(message: string, extra: Record<string, unknown>): void;
-  error(message: string, extra: Record<string, unknown>): void;
 }
 
 /** The handler's logic with its dependencies given: tests call it with a test database. */

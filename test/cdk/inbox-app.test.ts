@@ -187,6 +187,30 @@ describe('functions', () => {
     expect([...new Set(elsewhere)].sort()).toEqual(['scheduler:GetSchedule', 'scheduler:UpdateSchedule']);
   });
 
+  it("let the ops function switch the consumers' ingest mappings, named in its environment, and no other mapping", () => {
+    const mappingIds = Object.keys(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping')).sort();
+    expect(mappingIds).toHaveLength(CONSUMERS.flatMap((c) => c.topics).length);
+    const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
+    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const switching = statements.filter((st) => [st.Action].flat().some((a) => a.endsWith('EventSourceMapping')));
+    expect(switching).toHaveLength(1);
+    expect([switching[0]!.Action].flat().sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
+    const resources = [switching[0]!.Resource].flat().map((r) => JSON.stringify(r));
+    // One ARN per mapping of this stack, arn:…:event-source-mapping:<its UUID>: never a wildcard.
+    expect(resources.map((r) => /"Ref":"([A-Za-z0-9]+)"/.exec(r)?.[1]).sort()).toEqual(mappingIds);
+    for (const r of resources) {
+      expect(r).toContain(':event-source-mapping:');
+      expect(r).not.toContain('*');
+    }
+
+    const ops = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).find((f) =>
+      String(f.Properties!.Description).startsWith('Kafka inbox operator commands'),
+    )!;
+    const env = JSON.stringify(ops.Properties!.Environment.Variables.INGEST_MAPPINGS);
+    for (const id of mappingIds) expect(env).toContain(`{"Ref":"${id}"}`);
+    for (const c of CONSUMERS) expect(env).toContain(`\\"${c.name}\\":[`);
+  });
+
   it('apply the migrations through a trigger before any function that uses the inbox exists', () => {
     const triggers = resourcesOf(s.stateless, 'Custom::Trigger');
     expect(Object.keys(triggers)).toHaveLength(1);

@@ -135,6 +135,14 @@ describe('the bundled functions', () => {
     const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
     expect(JSON.stringify(stats.result)).toContain('PROCESSED');
+    expect(stats.result.received.rows).toEqual([{ consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 2 }]);
+
+    const stored = await invoke('ops', { command: 'event', eventId: 'evt_b1' }, {});
+    expect(stored.result.events).toEqual([
+      expect.objectContaining({ consumer: 'case-projection', status: 'PROCESSED', kafka: expect.objectContaining({ offset: 10 }) }),
+    ]);
+    const poisoned = await invoke('ops', { command: 'event', topic, partition: 0, offset: 11 }, {});
+    expect(poisoned.result).toMatchObject({ events: [], poison: [{ consumer_name: 'case-projection', error_code: 'INVALID_JSON' }] });
   });
 
   it('ingest: the batches of a schema-registry mapping (JSON and SOURCE record formats) are stored or poisoned, none reported back', async () => {

@@ -76,6 +76,20 @@ export async function createTestDatabase(): Promise<TestDatabase> {
   };
 }
 
+/**
+ * An empty database (no schema at all), for tests of the migrations themselves: the
+ * template is migrated, so drop what it has. The caller drops it.
+ */
+export async function emptyDatabase(): Promise<TestDatabase> {
+  const db = await createTestDatabase();
+  await db.sql.unsafe(`
+    drop schema integration cascade; drop schema read_model cascade; drop schema case_core cascade;
+    drop table public.notification_jobs; drop table public.inbox_schema_migrations;`);
+  const left = await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
+  if (left.length > 0) throw new Error(`emptyDatabase: left behind ${JSON.stringify(left)}`);
+  return db;
+}
+
 /** Create a database for the current test file and drop it after the file's tests. */
 export async function useTestDatabase(): Promise<TestDatabase> {
   const db = await createTestDatabase();

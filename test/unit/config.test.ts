@@ -46,6 +46,7 @@ describe('parseConfig', () => {
       CONSUMER_NAME: 'case-sla',
       MAX_PAYLOAD_BYTES: '1024',
       WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
+      INGEST_MAPPINGS: '{"case-sla":["3f6a1c9e-0000-4000-8000-000000000001"]}',
       LOG_LEVEL: 'debug',
     });
     expect(config.database).toMatchObject({
@@ -58,6 +59,7 @@ describe('parseConfig', () => {
     expect(config.consumerName).toBe('case-sla');
     expect(config.maxPayloadBytes).toBe(1024);
     expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
+    expect(config.ingestMappings).toEqual({ 'case-sla': ['3f6a1c9e-0000-4000-8000-000000000001'] });
     expect(config.observability.logLevel).toBe('DEBUG');
   });
 
@@ -81,6 +83,7 @@ describe('parseConfig', () => {
     ['DB_PREPARE', 'maybe', /DB_PREPARE/],
     ['MAX_PAYLOAD_BYTES', '1.5', /MAX_PAYLOAD_BYTES: must be a whole number/],
     ['WORKER_SCHEDULES', '[not json', /WORKER_SCHEDULES: must be a JSON object/],
+    ['INGEST_MAPPINGS', '{"case-sla":"not-a-list"}', /INGEST_MAPPINGS: must be a JSON object of consumer name to a list/],
     ['DB_SSL', 'sometimes', /DB_SSL/],
     ['LOG_LEVEL', 'LOUD', /LOG_LEVEL/],
   ])('names a malformed %s', (name, value, pattern) => {

@@ -3,18 +3,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
-import { createTestDatabase, type TestDatabase } from '../../helpers/db';
+import { emptyDatabase, type TestDatabase } from '../../helpers/db';
 
-/** An empty database (no schema at all): the template is migrated, so drop what it has. */
-async function emptyDatabase(): Promise<TestDatabase> {
-  const db = await createTestDatabase();
-  await db.sql.unsafe(`
-    drop schema integration cascade; drop schema read_model cascade; drop schema case_core cascade;
-    drop table public.notification_jobs; drop table public.inbox_schema_migrations;`);
-  const left = await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
-  expect(left).toEqual([]);
-  return db;
-}
 
 async function folderWith(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'migrations-'));

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
-import { insertInboxRows } from '../../helpers/factories';
+import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
 
 const db = await useTestDatabase();
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -44,7 +44,7 @@ describe('the ops CLI', () => {
     expect(real.code).toBe(0);
     expect(real.stdout).toContain('replayed 1 row(s) to RETRY_PENDING');
     expect(real.stdout).toContain(row!.inbox_id);
-    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.consumer_replay_audit`;
+    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
     expect(audit).toEqual({ actor: 'ci-bot', reason: 'cli test', source: 'cli', inbox_ids: [row!.inbox_id] });
   });
 
@@ -65,5 +65,30 @@ describe('the ops CLI', () => {
 
     const [after] = await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`;
     expect(after).toEqual({ status: 'QUARANTINED' });
+  });
+
+  it("tells an offset's story across consumers, and exits 1 when neither inbox nor poison knows it", async () => {
+    const [row] = await insertInboxRows(db.sql, [
+      { consumerName: 'case-sla', partition: 2, offset: 7_000_001, status: 'PROCESSED', correlationId: 'corr-cli-1' },
+    ]);
+    const { poison_id } = await insertPoisonRow(db.sql, { consumerName: 'case-projection', partition: 2, offset: 7_000_001 });
+
+    const found = await ops('event', '--topic', 'regulatory.case.events.v1', '--partition', '2', '--offset', '7000001');
+    const missing = await ops('event', '--event-id', 'evt_nowhere');
+
+    expect(found.code).toBe(0);
+    expect(found.stdout).toContain(`== case-sla: regulatory.case.accepted.v1@1 event ${row!.event_id}`);
+    expect(found.stdout).toContain('corr-cli-1');
+    expect(found.stdout).toContain(poison_id);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('NOT_FOUND');
+  });
+
+  it('lists every command in --help', async () => {
+    const help = await ops('--help');
+    expect(help.code).toBe(0);
+    for (const command of ['event (--event-id E', 'resolve (--id ID', 'audit [--consumer C]', 'pause --consumer C', 'stats [--consumer C]']) {
+      expect(help.stdout).toContain(command);
+    }
   });
 });

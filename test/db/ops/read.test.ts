@@ -1,7 +1,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
-import { opsDeps, opsError, run } from './support';
+import { isoMinutesAgo, opsDeps, opsError, run } from './support';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
@@ -51,6 +51,63 @@ describe('stats', () => {
     expect(consumers).toHaveLength(1);
     expect(consumers[0]).toMatchObject({ consumer: 'case-sla', statuses: { RECEIVED: 1 } });
     await opsError(run(deps, { command: 'stats', consumer: 'nobody' }), 'UNKNOWN_CONSUMER');
+  });
+});
+
+describe('stats: rows received in a window', () => {
+  /** Rows received `minutesAgo`, one in every status, the finished ones ending `finishedMinutesAgo`. */
+  async function receivedInEveryStatus(minutesAgo: number, finishedMinutesAgo: number, eventType = 'regulatory.case.accepted.v1') {
+    const rows = await insertInboxRows(
+      db.sql,
+      (['RECEIVED', 'RETRY_PENDING', 'PROCESSING', 'PROCESSED', 'IGNORED', 'QUARANTINED'] as const).map((status) => ({
+        status,
+        eventType,
+        receivedSecondsAgo: minutesAgo * 60,
+      })),
+    );
+    const ids = rows.map((r) => r.inbox_id);
+    await db.sql`
+      update integration.consumer_inbox
+      set processed_at = case when processed_at is null then null else now() - make_interval(mins => ${finishedMinutesAgo}) end,
+          quarantined_at = case when quarantined_at is null then null else now() - make_interval(mins => ${finishedMinutesAgo}) end
+      where inbox_id = any(${ids}::uuid[])`;
+    return rows;
+  }
+
+  it("counts the last hour's rows per consumer and event type, whatever became of them", async () => {
+    await receivedInEveryStatus(10, 5);
+    const [purged] = await insertInboxRows(db.sql, [{ status: 'PROCESSED', eventType: 'regulatory.case.status-changed.v1', receivedSecondsAgo: 1200 }]);
+    await db.sql`update integration.consumer_inbox set payload_purged_at = now(), payload = '{}' where inbox_id = ${purged!.inbox_id}`;
+    await insertInboxRows(db.sql, [{ consumerName: 'case-sla', status: 'IGNORED', receivedSecondsAgo: 60 }]);
+    // Received before the window, finished inside it: not received in the window.
+    await receivedInEveryStatus(120, 5);
+
+    const { received } = await run(deps, { command: 'stats' });
+
+    expect(received.rows).toEqual([
+      { consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 6 },
+      { consumer: 'case-projection', eventType: 'regulatory.case.status-changed.v1', received: 1 },
+      { consumer: 'case-sla', eventType: 'regulatory.case.accepted.v1', received: 1 },
+    ]);
+    const [window] = await db.sql<{ age: number }[]>`select extract(epoch from now() - ${received.since}::timestamptz)::float8 as age`;
+    expect(Math.round(window!.age / 60)).toBe(60);
+  });
+
+  it('takes another window with --since, as a duration or an instant, and one consumer with --consumer', async () => {
+    await receivedInEveryStatus(10, 5);
+    await receivedInEveryStatus(120, 90);
+    await insertInboxRows(db.sql, [{ consumerName: 'case-sla', receivedSecondsAgo: 60 }]);
+    const at = await isoMinutesAgo(db.sql, 30);
+
+    const wide = await run(deps, { command: 'stats', since: '3h', consumer: 'case-projection' });
+    const narrow = await run(deps, { command: 'stats', since: at });
+
+    expect(wide.received.rows).toEqual([{ consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 12 }]);
+    expect(narrow.received.rows).toEqual([
+      { consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 6 },
+      { consumer: 'case-sla', eventType: 'regulatory.case.accepted.v1', received: 1 },
+    ]);
+    await opsError(run(deps, { command: 'stats', since: 'last week' }), 'BAD_ARGUMENTS');
   });
 });
 

@@ -47,7 +47,7 @@ const poisonRow = async (id: string) =>
   (await db.sql`select * from integration.consumer_raw_poison where poison_id = ${id}`)[0]!;
 
 beforeEach(async () => {
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, public.notification_jobs`;
+  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, integration.operator_audit, public.notification_jobs`;
 });
 
 describe('poison reingest', () => {
@@ -85,6 +85,38 @@ describe('poison reingest', () => {
     expect(jobs).toEqual([{ organization_id: envelope.org_id, source_event_id: envelope.event_id }]);
   });
 
+  it('records the re-ingest in the operator audit: who, why, which poison row, which inbox row', async () => {
+    const envelope = paymentCompleted(randomUUID());
+    const poisonId = await poisonedYesterday(envelope);
+    const poison = await poisonRow(poisonId);
+
+    const result = await run(deps, { command: 'poison-reingest', id: poisonId, reason: 'producer default added in v43' });
+
+    const audits = await db.sql`select * from integration.operator_audit`;
+    expect(audits).toHaveLength(1);
+    expect(audits[0]).toMatchObject({
+      audit_id: result.auditId,
+      action: 'reingest',
+      actor: 'alice',
+      reason: 'producer default added in v43',
+      source: 'cli',
+      dry_run: false,
+      consumer_names: ['notification-service'],
+      request: { poisonId },
+      affected_count: 1,
+      inbox_ids: [result.inboxId],
+      outcome: {
+        alreadyInInbox: false,
+        topic: PAYMENT_TOPIC,
+        partition: 0,
+        offset: poison.offset_no,
+        eventId: envelope.event_id,
+        eventType: 'payment.completed',
+        eventVersion: 1,
+      },
+    });
+  });
+
   it('says why a record is still invalid and changes nothing', async () => {
     const poisonId = await poisonedYesterday(paymentCompleted('not-a-uuid'));
     const before = { poison: await poisonRow(poisonId), inbox: await allInboxRows(db.sql) };
@@ -119,6 +151,8 @@ describe('poison reingest', () => {
     expect(result).toMatchObject({ dryRun: true, valid: true, eventType: 'payment.completed' });
     expect(await poisonRow(poisonId)).toEqual(before);
     expect(await allInboxRows(db.sql)).toHaveLength(0);
+    const audits = await db.sql`select action, dry_run, affected_count, inbox_ids, request from integration.operator_audit`;
+    expect(audits).toEqual([{ action: 'reingest', dry_run: true, affected_count: 0, inbox_ids: [], request: { poisonId } }]);
   });
 
   it('refuses a resolved row, an unknown id and an anonymous Lambda caller', async () => {

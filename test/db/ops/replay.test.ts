@@ -1,26 +1,20 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { useTestDatabase } from '../../helpers/db';
-import { caseAcceptedPayload, insertInboxRow, insertInboxRows } from '../../helpers/factories';
+import { caseAcceptedPayload, insertInboxRow, insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { work } from '../worker/support';
-import { allInboxRows, opsDeps, opsError, run } from './support';
+import { allInboxRows, auditRows, inboxRowOf, opsDeps, opsError, quarantinedRow, run } from './support';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
 
 beforeEach(async () => {
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_replay_audit, read_model.case_summary`;
+  await db.sql`truncate integration.consumer_inbox, integration.operator_audit, read_model.case_summary`;
 });
 
-const quarantined = (spec: Parameters<typeof insertInboxRow>[1] = {}) =>
-  insertInboxRow(db.sql, { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', attemptCount: 1, ...spec });
-
-async function rowOf(inboxId: string) {
-  const [row] = await db.sql`select * from integration.consumer_inbox where inbox_id = ${inboxId}`;
-  return row!;
-}
-
-const audits = () => db.sql`select * from integration.consumer_replay_audit order by created_at`;
+const quarantined = (spec: InboxRowSpec = {}) => quarantinedRow(db.sql, spec);
+const rowOf = (inboxId: string) => inboxRowOf(db.sql, inboxId);
+const audits = () => auditRows(db.sql);
 
 describe('replay by inbox id', () => {
   it('moves the row to RETRY_PENDING due now with its error cleared and a fresh attempt budget, and leaves others alone', async () => {
@@ -57,14 +51,15 @@ describe('replay by inbox id', () => {
     expect(more).toHaveLength(0);
     expect(audit).toMatchObject({
       audit_id: result.auditId,
+      action: 'replay',
       actor: 'alice',
       reason: 'INC-123 fixed',
       source: 'cli',
+      dry_run: false,
       consumer_names: ['case-projection', 'case-sla'],
-      selection: { inboxIds: [a.inbox_id, b.inbox_id] },
-      row_limit: 1000,
-      replayed_count: 2,
-      prior_error_codes: { MAX_ATTEMPTS_EXCEEDED: 1, PAYLOAD_INVALID: 1 },
+      request: { selection: { inboxIds: [a.inbox_id, b.inbox_id] }, limit: 1000 },
+      affected_count: 2,
+      outcome: { priorErrorCodes: { MAX_ATTEMPTS_EXCEEDED: 1, PAYLOAD_INVALID: 1 } },
     });
     expect([...(audit!.inbox_ids as string[])].sort()).toEqual([a.inbox_id, b.inbox_id].sort());
   });
@@ -121,7 +116,7 @@ describe('replay by filter', () => {
       expect((await rowOf(untouched!.inbox_id)).status).toBe('QUARANTINED');
     }
     const [audit] = await audits();
-    expect(audit!.selection).toEqual({
+    expect(audit!.request.selection).toEqual({
       consumerName: 'case-projection',
       errorCode: 'PAYLOAD_INVALID',
       eventType: 'regulatory.case.accepted.v1',
@@ -143,13 +138,13 @@ describe('replay by filter', () => {
     expect(result.rows.map((r: { inboxId: string }) => r.inboxId)).toEqual([rows[0]!.inbox_id, rows[2]!.inbox_id]);
     expect((await rowOf(rows[1]!.inbox_id)).status).toBe('QUARANTINED');
     const [audit] = await audits();
-    expect(audit).toMatchObject({ row_limit: 2, replayed_count: 2 });
+    expect(audit).toMatchObject({ request: { limit: 2 }, affected_count: 2 });
   });
 });
 
 describe('dry run', () => {
-  it('shows how many and which, and changes nothing: every column of every row, and no audit row', async () => {
-    await insertInboxRows(db.sql, [
+  it('shows how many and which, changes no column of any row, and records itself as a dry run', async () => {
+    const [first, second] = await insertInboxRows(db.sql, [
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', receivedSecondsAgo: 5 },
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', receivedSecondsAgo: 4 },
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', receivedSecondsAgo: 3 },
@@ -163,7 +158,18 @@ describe('dry run', () => {
     expect(result.rows).toHaveLength(2);
     expect(result.rows[0]).toMatchObject({ consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', errorCode: 'PAYLOAD_INVALID' });
     expect(await allInboxRows(db.sql)).toEqual(before);
-    expect(await audits()).toHaveLength(0);
+    const [audit, ...more] = await audits();
+    expect(more).toHaveLength(0);
+    expect(audit).toMatchObject({
+      audit_id: result.auditId,
+      action: 'replay',
+      dry_run: true,
+      actor: 'alice',
+      reason: null,
+      affected_count: 2,
+      outcome: { matched: 3, priorErrorCodes: { PAYLOAD_INVALID: 2 } },
+    });
+    expect([...(audit!.inbox_ids as string[])].sort()).toEqual([first!.inbox_id, second!.inbox_id].sort());
   });
 
   it('needs no reason', async () => {

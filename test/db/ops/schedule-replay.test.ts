@@ -16,7 +16,7 @@ const silentLogger = { info() {}, warn() {}, error() {} };
 
 beforeEach(async () => {
   mock.reset();
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_replay_audit`;
+  await db.sql`truncate integration.consumer_inbox, integration.operator_audit`;
 });
 
 describe('schedule-replay', () => {
@@ -69,9 +69,31 @@ describe('schedule-replay', () => {
       },
     });
     expect(result).toMatchObject({ schedule: 'ops-replay-night', matchingNow: 2, input: replayInput });
-    // Scheduling changes no row and records no replay: the replay does, when it runs.
+    // Scheduling changes no row and records no replay (the replay does, when it runs); it
+    // records itself.
     expect(await db.sql`select count(*)::int as n from integration.consumer_inbox where status = 'QUARANTINED'`).toEqual([{ n: 3 }]);
-    expect(await db.sql`select count(*)::int as n from integration.consumer_replay_audit`).toEqual([{ n: 0 }]);
+    const audits = await db.sql`select * from integration.operator_audit`;
+    expect(audits).toHaveLength(1);
+    expect(audits[0]).toMatchObject({
+      audit_id: (result as { auditId: string }).auditId,
+      action: 'schedule-replay',
+      actor: 'alice',
+      reason: 'replay after the maintenance window',
+      source: 'cli',
+      dry_run: false,
+      consumer_names: ['case-projection'],
+      affected_count: 1,
+      request: {
+        at: '2026-07-03T21:30:00.000Z',
+        schedule: 'ops-replay-night',
+        replay: { source: 'schedule', actor: 'alice', limit: 500, consumer: 'case-projection', errorCode: 'DB_TRANSIENT' },
+      },
+      outcome: {
+        scheduleArn: 'arn:aws:scheduler:eu-west-1:123456789012:schedule/inbox-schedules/ops-replay-night',
+        expression: 'at(2026-07-03T21:30:00)',
+        matchingNow: 2,
+      },
+    });
   });
 
   it('in the ops Lambda, targets the function itself (its unqualified ARN from the context)', async () => {
@@ -108,7 +130,7 @@ describe('schedule-replay', () => {
     // What EventBridge Scheduler will deliver to the ops Lambda.
     await runCommand(deps, input, { source: 'lambda' });
 
-    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.consumer_replay_audit`;
+    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
     expect(audit).toEqual({ actor: 'alice', reason: 'later', source: 'schedule', inbox_ids: [row!.inbox_id] });
   });
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { Sql } from '../../../functions/lib/db';
 import { parseArgv } from '../../../functions/ops/cli';
-import type { OpsDeps } from '../../../functions/ops/commands';
+import type { OpsDeps } from '../../../functions/ops/command';
 import { OpsError } from '../../../functions/ops/errors';
 import { createOpsHandler } from '../../../functions/ops/run';
 
@@ -42,7 +42,13 @@ describe('ops Lambda', () => {
     error: (m: string) => logged.push(`error ${m}`),
   };
   // These events fail validation before any query is issued.
-  const deps: OpsDeps = { sql: {} as Sql, scheduler: { send: (() => Promise.reject(new Error('unused'))) as never }, config: { scheduler: { workerSchedules: {} }, maxPayloadBytes: 1 } };
+  const unused = { send: (() => Promise.reject(new Error('unused'))) as never };
+  const deps: OpsDeps = {
+    sql: {} as Sql,
+    scheduler: unused,
+    lambda: unused,
+    config: { scheduler: { workerSchedules: {} }, ingestMappings: {}, maxPayloadBytes: 1 },
+  };
   const handler = createOpsHandler(async () => deps, logger);
 
   it('answers a caller mistake with ok: false and a code', async () => {

@@ -1,0 +1,109 @@
+/**
+ * What every ops command is made of, and what it is given. A command is one file in
+ * ./commands/: its argument schema, the function that runs it, its help lines and how the
+ * CLI prints its result, side by side (the way functions/inbox/ keeps one file per
+ * database operation). The ops Lambda and the CLI run the same commands (./run.ts).
+ */
+import { userInfo } from 'node:os';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
+import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import type { z } from 'zod';
+import { CONSUMERS } from '../consumers';
+import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
+import type { ConsumerDeclaration } from '../consumers/types';
+import type { Config } from '../lib/config';
+import type { Sql } from '../lib/db';
+import { OpsError, OpsErrorCodes } from './errors';
+
+/** The little a command logs: identifiers and counts, never payloads. */
+export interface OpsLogger {
+  info(message: string, extra: Record<string, unknown>): void;
+  error(message: string, extra: Record<string, unknown>): void;
+}
+
+export interface OpsDeps {
+  sql: Sql;
+  /** Only the schedule commands use it. */
+  scheduler: Pick<SchedulerClient, 'send'>;
+  /** Only pause/resume --ingest use it (event-source mappings). */
+  lambda: Pick<LambdaClient, 'send'>;
+  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'maxPayloadBytes'>;
+  /** The declared consumers (default: functions/consumers). */
+  consumers?: readonly ConsumerDeclaration[];
+  /** The wall clock, for validating schedule times (database work uses now() in SQL). */
+  now?: () => Date;
+  logger?: OpsLogger;
+}
+
+/** How the command was invoked: the CLI knows the OS user; the Lambda must be told the actor. */
+export interface Invocation {
+  source: 'cli' | 'lambda';
+  defaultActor?: string | undefined;
+  /** The ops Lambda's own ARN (from its context): the target of a scheduled replay. */
+  invokedFunctionArn?: string | undefined;
+}
+
+export interface OpsCommand<S extends z.ZodType, R> {
+  /** The command's lines in `--help`: its synopsis, then what it does. */
+  usage: string;
+  /** Its arguments; objects are strict, so a misspelt argument is refused, never ignored. */
+  schema: S;
+  run(deps: OpsDeps, args: z.output<S>, inv: Invocation): Promise<R>;
+  /** The CLI's human-readable rendering of the result (`--json` prints the result itself). */
+  format(result: R): string;
+  /** The CLI takes this argument as a bare word too (`poison show <id>`). */
+  positional?: 'id';
+}
+
+/** Ties a command's run and format to its schema's output type. */
+export function defineCommand<S extends z.ZodType, R>(command: OpsCommand<S, R>): OpsCommand<S, R> {
+  return command;
+}
+
+export function consumersOf(deps: OpsDeps): readonly ConsumerDeclaration[] {
+  return deps.consumers ?? CONSUMERS;
+}
+
+export function knownConsumer(deps: OpsDeps, name: string): ConsumerDeclaration {
+  const consumer = consumersOf(deps).find((c) => c.name === name);
+  if (consumer === undefined) {
+    const known = consumersOf(deps).map((c) => c.name);
+    throw new OpsError(OpsErrorCodes.UNKNOWN_CONSUMER, `unknown consumer "${name}" (known: ${known.join(', ')})`, { known });
+  }
+  return consumer;
+}
+
+export function optionalConsumer(deps: OpsDeps, name: string | undefined): string | undefined {
+  return name === undefined ? undefined : knownConsumer(deps, name).name;
+}
+
+export function actorOf(args: { actor?: string | undefined }, inv: Invocation): string {
+  const actor = args.actor ?? inv.defaultActor;
+  if (actor === undefined || actor.trim() === '') {
+    throw new OpsError(OpsErrorCodes.ACTOR_REQUIRED, 'this command changes state: say who you are with actor');
+  }
+  return actor;
+}
+
+/** The OS user running the CLI, when the platform can tell. */
+export function osUser(): string | undefined {
+  try {
+    return userInfo().username || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * Write the audit row of an action already done on AWS (pause, resume, schedule-replay),
+ * which no database transaction can include. If the database refuses the row, the action
+ * still stands: the row goes to the log (`ops_audit_unwritten`) and the caller says so.
+ */
+export async function recordOrLog(deps: OpsDeps, entry: OperatorActionEntry): Promise<string | null> {
+  try {
+    return (await recordOperatorAction(deps.sql, entry)).audit_id;
+  } catch (error) {
+    deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
+    return null;
+  }
+}

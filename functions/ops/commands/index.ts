@@ -1,0 +1,41 @@
+/**
+ * Every ops command by name (the name the Lambda's `command` and the CLI take; the CLI's
+ * `poison list` is `poison-list`). One file per command, its schema beside it.
+ */
+import { audit } from './audit';
+import { event } from './event';
+import { pause } from './pause';
+import { poisonList } from './poison-list';
+import { poisonReingest } from './poison-reingest';
+import { poisonShow } from './poison-show';
+import { quarantine } from './quarantine';
+import { quarantineList } from './quarantine-list';
+import { replay } from './replay';
+import { resolve } from './resolve';
+import { resume } from './resume';
+import { scheduleReplay } from './schedule-replay';
+import { stats } from './stats';
+
+export const COMMANDS = {
+  event,
+  stats,
+  quarantine,
+  'quarantine-list': quarantineList,
+  replay,
+  'schedule-replay': scheduleReplay,
+  resolve,
+  'poison-list': poisonList,
+  'poison-show': poisonShow,
+  'poison-reingest': poisonReingest,
+  pause,
+  resume,
+  audit,
+};
+
+export type CommandName = keyof typeof COMMANDS;
+
+export const COMMAND_NAMES = Object.keys(COMMANDS) as CommandName[];
+
+export function isCommandName(name: unknown): name is CommandName {
+  return typeof name === 'string' && Object.hasOwn(COMMANDS, name);
+}

@@ -1,0 +1,11 @@
+/** `resume --consumer C [--worker] [--ingest]`: enable what pause disabled. */
+import { defineCommand } from '../command';
+import { formatPause, pauseSchema, switchConsumer } from '../pause-targets';
+
+export const resume = defineCommand({
+  usage: `resume --consumer C [--worker] [--ingest] [--reason TEXT]
+      enable them again, the same way`,
+  schema: pauseSchema,
+  run: (deps, args, inv) => switchConsumer(deps, args, inv, 'resume'),
+  format: formatPause,
+});

@@ -1,0 +1,98 @@
+/** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
+import { z } from 'zod';
+import { inboxStatusCounts, poisonCounts, receivedSince } from '../../inbox/stats';
+import type { InboxStatus } from '../../inbox/types';
+import { caller, since, text } from '../args';
+import { consumersOf, defineCommand, optionalConsumer } from '../command';
+import { age, get, table } from '../format';
+
+const STATUSES: readonly InboxStatus[] = ['RECEIVED', 'PROCESSING', 'PROCESSED', 'RETRY_PENDING', 'QUARANTINED', 'IGNORED'];
+
+export interface ConsumerStats {
+  consumer: string;
+  /** False for rows of a consumer no longer declared. */
+  declared: boolean;
+  statuses: Record<InboxStatus, number>;
+  total: number;
+  due: number;
+  oldestDueAgeSeconds: number | null;
+  quarantined: number;
+  poisonUnresolved: number;
+  oldestPoisonAgeSeconds: number | null;
+}
+
+export interface ReceivedWindow {
+  /** The window's start, by the database's clock. */
+  since: Date;
+  /** Rows received since then, per consumer and event type, most first. */
+  rows: { consumer: string; eventType: string; received: number }[];
+}
+
+export const stats = defineCommand({
+  usage: `stats [--consumer C] [--since 1h|ISO]
+      rows per consumer and status, due backlog and its oldest age, unresolved poison;
+      and rows received per consumer and event type in the last hour (or since --since)`,
+  schema: z.strictObject({ ...caller, consumer: text.optional(), since: since.optional() }),
+
+  async run(deps, args): Promise<{ consumers: ConsumerStats[]; received: ReceivedWindow }> {
+    const only = optionalConsumer(deps, args.consumer);
+    const declared = new Set(consumersOf(deps).map((c) => c.name));
+    const [counts, poison, recent] = await Promise.all([
+      inboxStatusCounts(deps.sql, only),
+      poisonCounts(deps.sql, only),
+      receivedSince(deps.sql, only !== undefined ? [only] : [...declared], args.since ?? { seconds: 3600 }),
+    ]);
+    const names = new Set(only !== undefined ? [only] : [...declared]);
+    for (const r of counts) names.add(r.consumer_name);
+    for (const p of poison) names.add(p.consumer_name);
+
+    const consumers = [...names].sort().map((name): ConsumerStats => {
+      const statuses = Object.fromEntries(STATUSES.map((s) => [s, 0])) as Record<InboxStatus, number>;
+      let due = 0;
+      let oldest: number | null = null;
+      for (const r of counts.filter((c) => c.consumer_name === name)) {
+        statuses[r.status] = r.count;
+        due += r.due;
+        if (r.oldest_due_age_seconds !== null) oldest = Math.max(oldest ?? 0, r.oldest_due_age_seconds);
+      }
+      const p = poison.find((x) => x.consumer_name === name);
+      return {
+        consumer: name,
+        declared: declared.has(name),
+        statuses,
+        total: Object.values(statuses).reduce((a, b) => a + b, 0),
+        due,
+        oldestDueAgeSeconds: oldest,
+        quarantined: statuses.QUARANTINED,
+        poisonUnresolved: p?.unresolved ?? 0,
+        oldestPoisonAgeSeconds: p?.oldest_unresolved_age_seconds ?? null,
+      };
+    });
+    const received = {
+      since: recent.start,
+      rows: recent.counts.map((c) => ({ consumer: c.consumer_name, eventType: c.event_type, received: c.received })),
+    };
+    return { consumers, received };
+  },
+
+  format: (r) =>
+    table(r.consumers, [
+      ['consumer', (c) => (c.declared ? c.consumer : `${String(c.consumer)} (undeclared)`)],
+      ['received', (c) => c.statuses.RECEIVED],
+      ['processing', (c) => c.statuses.PROCESSING],
+      ['retry', (c) => c.statuses.RETRY_PENDING],
+      ['quarantined', get('quarantined')],
+      ['processed', (c) => c.statuses.PROCESSED],
+      ['ignored', (c) => c.statuses.IGNORED],
+      ['due', get('due')],
+      ['oldest due', (c) => age(c.oldestDueAgeSeconds)],
+      ['poison', get('poisonUnresolved')],
+      ['oldest poison', (c) => age(c.oldestPoisonAgeSeconds)],
+    ]) +
+    `\n\nreceived since ${r.received.since.toISOString()}:\n` +
+    table(r.received.rows, [
+      ['consumer', get('consumer')],
+      ['event type', get('eventType')],
+      ['received', get('received')],
+    ]),
+});

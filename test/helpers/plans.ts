@@ -1,0 +1,102 @@
+/**
+ * Query-plan checks: run the real statements on a client that records what it sends, then
+ * EXPLAIN each one and look for sequential scans of the big tables.
+ */
+import { expect } from 'vitest';
+import type { Sql } from '../../functions/lib/db';
+import type { TestDatabase } from './db';
+import { insertInboxRows } from './factories';
+
+interface Captured {
+  query: string;
+  parameters: unknown[];
+}
+
+/** Run `act` on a client that records every statement it sends, and return them. */
+async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>): Promise<Captured[]> {
+  const captured: Captured[] = [];
+  const sql = db.client({
+    max: 1,
+    debug: (_connection, query, parameters) => captured.push({ query, parameters: [...(parameters as unknown[])] }),
+  });
+  try {
+    await act(sql);
+  } finally {
+    await sql.end();
+  }
+  return captured;
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function nodes(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
+}
+
+async function planOf(db: TestDatabase, statement: Captured): Promise<PlanNode[]> {
+  const [row] = await db.sql.unsafe<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>(
+    `explain (format json) ${statement.query}`,
+    statement.parameters as never[],
+  );
+  return nodes(row!['QUERY PLAN'][0].Plan);
+}
+
+const TABLES = ['consumer_inbox', 'consumer_raw_poison'];
+
+/** Every statement `act` sends reads the inbox and poison tables through indexes, these among them. */
+export async function expectIndexOnly(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, indexes: string[]): Promise<void> {
+  const statements = await capture(db, act);
+  expect(statements.length).toBeGreaterThan(0);
+  const used = new Set<string>();
+  for (const statement of statements) {
+    const plan = await planOf(db, statement);
+    const seqScans = plan.filter((n) => n['Node Type'] === 'Seq Scan' && TABLES.includes(n['Relation Name'] ?? ''));
+    expect(seqScans, statement.query).toEqual([]);
+    for (const n of plan) if (n['Index Name']) used.add(n['Index Name']);
+  }
+  for (const index of indexes) expect([...used]).toContain(index);
+}
+
+/**
+ * A steady state in miniature, for plan checks: 50,000 finished rows over the last 29 days,
+ * those past the 7-day payload retention already purged by earlier runs; a little new work
+ * for each reaper step (rows just past the payload retention, rows just past the dedupe
+ * window); 100 due, 5 in flight, 5 quarantined, 2,000 poison rows. Analyzed, as autovacuum
+ * would have done by then.
+ */
+export async function arrangeHistory(db: Sql): Promise<void> {
+  await db`
+    insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type,
+      aggregate_id, topic_name, partition_no, offset_no, producer, occurred_at, received_at, status,
+      processed_at, payload_purged_at, payload)
+    select 'case-projection', 'evt_hist_' || g, 'regulatory.case.accepted.v1', 1, 'case', 'case_' || g,
+           'regulatory.case.events.v1', 0, g, 'case-command-service', now(), h.processed_at, 'PROCESSED',
+           h.processed_at,
+           case when h.processed_at < now() - interval '7 days 1 hour' then h.processed_at + interval '7 days' end,
+           '{}'
+    from generate_series(1, 50200) g
+    cross join lateral (
+      select case when g <= 50000 then now() - make_interval(secs => g * 50)
+                  when g <= 50100 then now() - interval '7 days 30 minutes'
+                  else now() - interval '31 days' end as processed_at
+    ) h`;
+  await db`
+    update integration.consumer_inbox set payload_purged_at = processed_at + interval '7 days'
+    where processed_at < now() - interval '30 days'`;
+  await db`
+    insert into integration.consumer_raw_poison (consumer_name, topic_name, partition_no, offset_no, error_message, created_at)
+    select 'case-projection', 'regulatory.case.events.v1', 1, g, 'not json', now() - make_interval(secs => g * 1000)
+    from generate_series(1, 2000) g`;
+  await insertInboxRows(db, [
+    ...Array.from({ length: 100 }, () => ({ status: 'RECEIVED' as const })),
+    ...Array.from({ length: 5 }, () => ({ status: 'PROCESSING' as const, leaseExpiresInSeconds: 60 })),
+    ...Array.from({ length: 5 }, () => ({ status: 'QUARANTINED' as const, errorCode: 'PAYLOAD_INVALID' })),
+  ]);
+  await db`analyze integration.consumer_inbox`;
+  await db`analyze integration.consumer_raw_poison`;
+}
