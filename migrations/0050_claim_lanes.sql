@@ -36,10 +36,10 @@ create index consumer_lane_due_idx
 on integration.consumer_lane (consumer_name, due_at)
 where due_at is not null and locked_by is null;
 
--- Lanes held, oldest first: the reaper frees a lane held longer than any invocation can
--- last whose owner has no row in flight in it (a writer that moved the rows without its
--- release), so an aggregate can never stay locked.
-create index consumer_lane_held_idx
+-- Lanes locked by a worker, oldest first: the reaper frees a lane locked longer than any
+-- invocation can last whose owner has no row in flight in it (a writer that moved the rows
+-- without its release), so an aggregate can never stay locked.
+create index consumer_lane_locked_idx
 on integration.consumer_lane (consumer_name, locked_at)
 where locked_by is not null;
 
@@ -72,7 +72,7 @@ drop table integration.consumer_claim_lock;
 -- earliest of its own and the rows'. A lane is written even when that changes nothing:
 -- the claim locks a lane by the row version its snapshot saw, so a lane written since is
 -- skipped rather than judged (empty, or its head not due) by a snapshot that cannot see
--- the new rows; a lane held by a worker gets due_at set, which its release reads as
+-- the new rows; a lane locked by a worker gets due_at set, which its release reads as
 -- "something may be due by then". Lanes in "C" order, the order every statement that
 -- locks several lanes uses, so two of them never deadlock.
 --

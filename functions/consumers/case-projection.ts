@@ -96,4 +96,6 @@ export const caseProjection: ConsumerDeclaration = {
   },
   retry: DEFAULT_RETRY,
   retention: DEFAULT_RETENTION,
+  // A case's events build on each other: a quarantined one holds the rest of its case.
+  quarantinePolicy: 'hold-aggregate',
 };

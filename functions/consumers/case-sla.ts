@@ -35,4 +35,6 @@ export const caseSla: ConsumerDeclaration = {
   ignores: (eventType) => eventType.startsWith('regulatory.case.') && eventType !== CASE_ACCEPTED,
   retry: DEFAULT_RETRY,
   retention: DEFAULT_RETENTION,
+  // A case's events build on each other: a quarantined one holds the rest of its case.
+  quarantinePolicy: 'hold-aggregate',
 };

@@ -10,6 +10,13 @@ import type { ConsumerDeclaration } from './types';
 
 export const CONSUMERS: readonly ConsumerDeclaration[] = [caseProjection, caseSla, notificationService];
 
+for (const consumer of CONSUMERS) {
+  // Inline rows are processed in the ingest transaction, outside the lanes that hold an aggregate.
+  if (consumer.mode === 'inline' && consumer.quarantinePolicy === 'hold-aggregate') {
+    throw new ConfigError(`Invalid consumer "${consumer.name}": quarantinePolicy hold-aggregate needs mode deferred`);
+  }
+}
+
 export function findConsumer(name: string): ConsumerDeclaration | undefined {
   return CONSUMERS.find((c) => c.name === name);
 }

@@ -76,6 +76,15 @@ export interface RetentionPolicy {
   poisonRetentionDays: number;
 }
 
+/**
+ * What a QUARANTINED row means for the rows of its aggregate behind it (seed 000: "commit
+ * Kafka offset only if policy allows quarantine progress").
+ *   continue        they go on being processed (the quarantined row is skipped);
+ *   hold-aggregate  they wait, unclaimed and with no attempt spent, until an operator
+ *                   replays or resolves the quarantined row (deferred consumers only).
+ */
+export type QuarantinePolicy = 'continue' | 'hold-aggregate';
+
 export interface ConsumerDeclaration {
   /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
   name: string;
@@ -94,6 +103,13 @@ export interface ConsumerDeclaration {
    * registry (and converts them to JSON) before the function sees them. See ./schema-registry.ts.
    */
   schemaRegistry?: SchemaRegistryDeclaration;
+  /** 'continue' when omitted. */
+  quarantinePolicy?: QuarantinePolicy;
+}
+
+/** The declaration's quarantine policy, 'continue' when it names none. */
+export function quarantinePolicyOf(consumer: Pick<ConsumerDeclaration, 'quarantinePolicy'>): QuarantinePolicy {
+  return consumer.quarantinePolicy ?? 'continue';
 }
 
 /** Keep the payload type of a handler tied to its schema. */

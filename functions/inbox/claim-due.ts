@@ -99,6 +99,7 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       from integration.consumer_lane l
       where l.consumer_name = ${consumerName}
         and l.locked_by is null
+        and l.held_by is null
         and l.due_at <= now()
       order by l.due_at
       limit ${limit}

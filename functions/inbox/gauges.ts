@@ -3,6 +3,8 @@
  * partial index whose size follows the backlog, not the table's history:
  *   due depth, oldest due age  consumer_inbox_retry_idx (RECEIVED / RETRY_PENDING only)
  *   quarantine depth           consumer_inbox_quarantine_idx (QUARANTINED only)
+ *   held depth                 the held lanes (consumer_lane_held_by_idx), and their queued
+ *                              rows through consumer_inbox_open_lane_idx
  *   poison in the last hour    consumer_raw_poison_created_idx (consumer_name, created_at)
  * test/db/reaper/gauges.test.ts checks the plans with EXPLAIN.
  */
@@ -15,6 +17,10 @@ export interface ConsumerGauges {
   /** Seconds since the oldest due row was received (0 when nothing is due). */
   oldest_due_age_seconds: number;
   quarantine_depth: number;
+  /** Aggregates held by a QUARANTINED row (quarantine policy hold-aggregate). */
+  held_aggregates: number;
+  /** Rows queued behind those rows, unclaimed until an operator replays or resolves them. */
+  held_depth: number;
   /** Raw poison rows recorded in the last hour. */
   poison_last_hour: number;
 }
@@ -26,6 +32,8 @@ export async function readGauges(q: Queryable, consumerNames: readonly string[])
            due.depth::int as due_depth,
            coalesce(extract(epoch from now() - due.oldest_received_at), 0)::float8 as oldest_due_age_seconds,
            quarantined.depth::int as quarantine_depth,
+           held.aggregates::int as held_aggregates,
+           held.depth::int as held_depth,
            poison.depth::int as poison_last_hour
     from unnest(${consumerNames as string[]}::text[]) as c(consumer_name)
     cross join lateral (
@@ -41,6 +49,18 @@ export async function readGauges(q: Queryable, consumerNames: readonly string[])
       where i.consumer_name = c.consumer_name
         and i.status = 'QUARANTINED'
     ) quarantined
+    cross join lateral (
+      select count(*) as aggregates, coalesce(sum(b.n), 0) as depth
+      from integration.consumer_lane l
+      cross join lateral (
+        select count(*) as n
+        from integration.consumer_inbox d
+        where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[l.consumer_name, l.aggregate_type, l.aggregate_id]
+          and d.status in ('RECEIVED', 'RETRY_PENDING')
+      ) b
+      where l.held_by is not null
+        and l.consumer_name = c.consumer_name
+    ) held
     cross join lateral (
       select count(*) as depth
       from integration.consumer_raw_poison p

@@ -30,6 +30,7 @@ export async function releaseExpired(
   consumerName: string,
   maxAttempts: number,
   limit: number,
+  options: { holdOnQuarantine: boolean } = { holdOnQuarantine: false },
 ): Promise<ReleasedLease[]> {
   return q<ReleasedLease[]>`
     with released as (
@@ -63,10 +64,11 @@ export async function releaseExpired(
       and status = 'PROCESSING'
       and lease_expires_at < now()
     returning inbox_id, event_id, status, attempt_count, consumer_name, aggregate_type, aggregate_id,
-              error_detail ->> 'staleLockedBy' as locked_by_before
+              aggregate_version, received_at, offset_no, error_detail ->> 'staleLockedBy' as locked_by_before
     ),
-    -- Their lanes, handed back from the worker that held them (the lane triggers mark them
-    -- due: a released row is due, and a quarantined one lets the rows behind it go).
-    ${unlockLanesOf(q, 'released')}
+    -- Their lanes, handed back from the worker that had them (the lane triggers mark them
+    -- due: a released row is due, and a quarantined one lets the rows behind it go, or,
+    -- under hold-aggregate, holds them).
+    ${unlockLanesOf(q, 'released', options)}
     select inbox_id, event_id, status, attempt_count, locked_by_before as stale_locked_by from released`;
 }

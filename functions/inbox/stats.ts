@@ -112,3 +112,39 @@ export async function receivedSince(q: Queryable, consumerNames: readonly string
   ]);
   return { start: window!.start, counts: [...counts] };
 }
+
+/** An aggregate held by one of its QUARANTINED rows (quarantine policy hold-aggregate). */
+export interface HeldAggregate {
+  consumer_name: string;
+  aggregate_type: string;
+  aggregate_id: string;
+  /** The QUARANTINED row that holds it. */
+  inbox_id: string;
+  event_id: string;
+  error_code: string | null;
+  quarantined_at: Date | null;
+  /** Rows queued behind it. */
+  behind: number;
+}
+
+/**
+ * The held aggregates, longest held first, at most `limit`: the held lanes
+ * (consumer_lane_held_by_idx), the row each names, and the rows queued behind it.
+ */
+export async function heldAggregates(q: Queryable, consumerName: string | undefined, limit: number): Promise<HeldAggregate[]> {
+  return q<HeldAggregate[]>`
+    select l.consumer_name, l.aggregate_type, l.aggregate_id, h.inbox_id, h.event_id, h.error_code, h.quarantined_at,
+           b.behind::int as behind
+    from integration.consumer_lane l
+    join integration.consumer_inbox h on h.inbox_id = l.held_by
+    cross join lateral (
+      select count(*) as behind
+      from integration.consumer_inbox d
+      where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[l.consumer_name, l.aggregate_type, l.aggregate_id]
+        and d.status in ('RECEIVED', 'RETRY_PENDING')
+    ) b
+    where l.held_by is not null
+      ${consumerName !== undefined ? q`and l.consumer_name = ${consumerName}` : q``}
+    order by h.quarantined_at nulls last, l.consumer_name, l.aggregate_type, l.aggregate_id
+    limit ${limit}`;
+}

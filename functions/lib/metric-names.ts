@@ -22,6 +22,8 @@ export const MetricNames = {
   DueDepth: 'DueDepth',
   OldestDueAgeSeconds: 'OldestDueAgeSeconds',
   QuarantineDepth: 'QuarantineDepth',
+  /** Rows queued behind a QUARANTINED row of their aggregate (quarantine policy hold-aggregate). */
+  HeldDepth: 'HeldDepth',
   PoisonLastHour: 'PoisonLastHour',
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',

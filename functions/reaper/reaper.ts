@@ -19,15 +19,15 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { ConfigError, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
-import type { ConsumerDeclaration, RetentionPolicy } from '../consumers/types';
+import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../consumers/types';
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
 import { deleteFinished, deletePoison, purgePayloads } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';
-import { freeAbandonedLanes } from '../inbox/release-lanes';
+import { freeAbandonedLanes, releaseStaleHolds } from '../inbox/release-lanes';
 import { releaseExpired } from '../inbox/release-expired';
 
 /**
- * A lane held longer than this with no row in flight under its owner was abandoned: no
+ * A lane locked longer than this with no row in flight under its owner was abandoned: no
  * invocation runs longer than Lambda's 15 minutes, and leases end with the invocation.
  */
 export const ABANDONED_LANE_SECONDS = 16 * 60;
@@ -121,6 +121,7 @@ function publish(metrics: ReaperMetrics, report: ConsumerReport): void {
     metrics.addMetric(MetricNames.DueDepth, MetricUnit.Count, report.gauges.due_depth);
     metrics.addMetric(MetricNames.OldestDueAgeSeconds, MetricUnit.Seconds, report.gauges.oldest_due_age_seconds);
     metrics.addMetric(MetricNames.QuarantineDepth, MetricUnit.Count, report.gauges.quarantine_depth);
+    metrics.addMetric(MetricNames.HeldDepth, MetricUnit.Count, report.gauges.held_depth);
     metrics.addMetric(MetricNames.PoisonLastHour, MetricUnit.Count, report.gauges.poison_last_hour);
   }
   metrics.publishStoredMetrics();
@@ -139,7 +140,9 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     // 1. Expired leases.
     const releaseWork = consumers.map((consumer, i): Batch[] => [
       async () => {
-        const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, batchSize);
+        const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, batchSize, {
+          holdOnQuarantine: quarantinePolicyOf(consumer) === 'hold-aggregate',
+        });
         const report = reports[i]!;
         for (const row of rows) {
           if (row.status === 'QUARANTINED') {
@@ -164,7 +167,7 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     ]);
     complete = await drainRoundRobin(releaseWork, batchSize, hasTime);
 
-    // 1b. Lanes: held with nothing in flight, or missing for due rows. The triggers and the
+    // 1b. Lanes: locked with nothing in flight, or missing for due rows. The triggers and the
     // worker keep lanes right; anything found here came from a writer that went around them.
     for (const consumer of consumers) {
       if (!hasTime()) {
@@ -172,8 +175,9 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
         break;
       }
       const freed = await freeAbandonedLanes(sql, consumer.name, ABANDONED_LANE_SECONDS, batchSize);
+      const unheld = await releaseStaleHolds(sql, consumer.name, batchSize);
       const adopted = await adoptOrphans(sql, consumer.name, batchSize);
-      if (freed + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, freed, adopted });
+      if (freed + unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, freed, unheld, adopted });
     }
 
     // 2. Gauges, after the release so that released rows count as due.

@@ -29,7 +29,7 @@
  * effects are applied at most once per committed status change.
  */
 import { performance } from 'node:perf_hooks';
-import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../consumers/types';
+import { quarantinePolicyOf, type ConsumerDeclaration, type EventHandler, type InboxEvent } from '../consumers/types';
 import { isBatchHandler, prepareDispatch, type BatchEventHandler } from '../consumers/dispatch';
 import { outcomeForExhausted, outcomeForFailure } from '../consumers/outcome';
 import type { Claim, ClaimedRow } from '../inbox/claim-due';
@@ -250,6 +250,17 @@ export function laneDue(lane: Pick<BatchLane, 'nextDueInSeconds'>, stoppedBy: Ou
   return lane.nextDueInSeconds;
 }
 
+/** How a lane is released after its run, in seconds and hold (quarantine policy hold-aggregate). */
+function laneRelease(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefined, handedBack: number): LaneRelease {
+  const holds = stoppedBy?.status === 'QUARANTINED' && quarantinePolicyOf(ctx.consumer) === 'hold-aggregate';
+  return {
+    aggregateType: lane.aggregateType,
+    aggregateId: lane.aggregateId,
+    dueInSeconds: laneDue(lane, stoppedBy, handedBack),
+    ...(holds ? { heldBy: stoppedBy.inboxId } : {}),
+  };
+}
+
 export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[]): Promise<BatchReport> {
   return ctx.sql.begin(async (tx) => {
     const all = lanes.flatMap((l) => [...l.rows, ...l.rest]);
@@ -306,7 +317,7 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
       handBack.push(...behind.map((row) => row.inbox_id));
       // A run that went through with more of it still to come keeps its lane.
       const finished = r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0;
-      if (finished) releases.push({ aggregateType: l.aggregateType, aggregateId: l.aggregateId, dueInSeconds: laneDue(l, r.stoppedBy, behind.length) });
+      if (finished) releases.push(laneRelease(ctx, l, r.stoppedBy, behind.length));
     });
 
     const [changed, released] = await Promise.all([
@@ -340,11 +351,7 @@ export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], 
   return ctx.sql.begin(async (tx) => {
     const heads = lanes.filter((l) => l.rows.length > 0).map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
     const behind = lanes.flatMap((l) => [...l.rows.slice(1), ...l.rest]);
-    const releases = heads.map(({ lane, outcome }) => ({
-      aggregateType: lane.aggregateType,
-      aggregateId: lane.aggregateId,
-      dueInSeconds: laneDue(lane, outcome, lane.rows.length - 1 + lane.rest.length),
-    }));
+    const releases = heads.map(({ lane, outcome }) => laneRelease(ctx, lane, outcome, lane.rows.length - 1 + lane.rest.length));
     const [changed, released] = await Promise.all([
       completeRows(tx, ctx.owner, heads.map((h) => h.outcome)),
       releaseClaimed(tx, ctx.owner, behind.map((r) => r.inbox_id)),

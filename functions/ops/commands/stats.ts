@@ -1,6 +1,6 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
-import { inboxStatusCounts, poisonCounts, receivedSince } from '../../inbox/stats';
+import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';
 import { caller, since, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';
@@ -28,19 +28,23 @@ export interface ReceivedWindow {
   rows: { consumer: string; eventType: string; received: number }[];
 }
 
+/** How many held aggregates `stats` lists (the gauges count them all). */
+const HELD_LISTED = 20;
+
 export const stats = defineCommand({
   usage: `stats [--consumer C] [--since 1h|ISO]
       rows per consumer and status, due backlog and its oldest age, unresolved poison;
       and rows received per consumer and event type in the last hour (or since --since)`,
   schema: z.strictObject({ ...caller, consumer: text.optional(), since: since.optional() }),
 
-  async run(deps, args): Promise<{ consumers: ConsumerStats[]; received: ReceivedWindow }> {
+  async run(deps, args): Promise<{ consumers: ConsumerStats[]; received: ReceivedWindow; held: HeldAggregate[] }> {
     const only = optionalConsumer(deps, args.consumer);
     const declared = new Set(consumersOf(deps).map((c) => c.name));
-    const [counts, poison, recent] = await Promise.all([
+    const [counts, poison, recent, held] = await Promise.all([
       inboxStatusCounts(deps.sql, only),
       poisonCounts(deps.sql, only),
       receivedSince(deps.sql, only !== undefined ? [only] : [...declared], args.since ?? { seconds: 3600 }),
+      heldAggregates(deps.sql, only, HELD_LISTED),
     ]);
     const names = new Set(only !== undefined ? [only] : [...declared]);
     for (const r of counts) names.add(r.consumer_name);
@@ -72,7 +76,7 @@ export const stats = defineCommand({
       since: recent.start,
       rows: recent.counts.map((c) => ({ consumer: c.consumer_name, eventType: c.event_type, received: c.received })),
     };
-    return { consumers, received };
+    return { consumers, received, held: [...held] };
   },
 
   format: (r) =>
@@ -94,5 +98,15 @@ export const stats = defineCommand({
       ['consumer', get('consumer')],
       ['event type', get('eventType')],
       ['received', get('received')],
-    ]),
+    ]) +
+    (r.held.length === 0
+      ? ''
+      : `\n\nheld by a quarantined row (hold-aggregate; replay or resolve it to release them), longest first:\n` +
+        table(r.held, [
+          ['consumer', get('consumer_name')],
+          ['aggregate', (h) => `${h.aggregate_type}/${h.aggregate_id}`],
+          ['held by event', get('event_id')],
+          ['error', get('error_code')],
+          ['rows behind', get('behind')],
+        ])),
 });

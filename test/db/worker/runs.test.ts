@@ -28,8 +28,11 @@ beforeEach(async () => {
 
 const NOTE = 'test.note.v1';
 
-/** case-projection plus an unversioned note whose handler records its order, and fails on request. */
-const withNotes = variant(caseProjection, {
+/**
+ * case-projection plus an unversioned note whose handler records its order, and fails on
+ * request; quarantine policy continue (hold-aggregate has its own tests).
+ */
+const withNotes = { ...variant(caseProjection, {
   handlers: {
     [NOTE]: {
       1: defineHandler({
@@ -42,7 +45,7 @@ const withNotes = variant(caseProjection, {
       }),
     },
   },
-});
+}), quarantinePolicy: 'continue' as const };
 
 const note = (aggregateId: string, seconds: number, payload: Record<string, unknown> = {}): InboxRowSpec => ({
   aggregateId,
