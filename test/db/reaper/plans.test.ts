@@ -11,6 +11,7 @@ import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
 import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 
@@ -24,6 +25,7 @@ async function capture(act: (sql: Sql) => Promise<unknown>): Promise<Captured[]>
   const captured: Captured[] = [];
   const sql = db.client({
     max: 1,
+    role: DatabaseRoles.reaper,
     debug: (_connection, query, parameters) => captured.push({ query, parameters: [...(parameters as unknown[])] }),
   });
   try {
