@@ -65,12 +65,12 @@ describe('parseConfig', () => {
   });
 
   it('names a missing database variable', () => {
-    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\) or DB_SECRET_ARN/);
+    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\), DB_IAM_USER \(AWS\) or DB_SECRET_ARN/);
   });
 
   it('refuses both DATABASE_URL and DB_SECRET_ARN', () => {
     const error = errorOf(() => parseConfig({ ...LOCAL, DB_SECRET_ARN: 'arn:aws:secretsmanager:x' }));
-    expect(error.message).toMatch(/DB_SECRET_ARN: set DATABASE_URL or DB_SECRET_ARN, not both/);
+    expect(error.message).toMatch(/DB_SECRET_ARN: set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DATABASE_URL and DB_SECRET_ARN/);
   });
 
   it.each([
