@@ -8,6 +8,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/schemas';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';
@@ -30,6 +31,7 @@ export class Ops extends Construct {
       entry: 'functions/ops/handler.ts',
       description: 'Kafka inbox operator commands (stats, quarantine, replay, poison, pause/resume)',
       timeout: Duration.seconds(60),
+      database: { role: DatabaseRoles.ops },
       environment: {
         WORKER_SCHEDULES: Stack.of(this).toJsonString(names),
         SCHEDULE_GROUP_NAME: props.schedules.group.scheduleGroupName,
