@@ -24,6 +24,8 @@ export interface EmbeddedOptions {
   /** Durability is pointless for a throwaway cluster: trade it for speed (default true). */
   fast?: boolean;
   maxConnections?: number;
+  /** Further server settings, e.g. ['-c', 'ssl=on', …]. */
+  flags?: string[];
   onLog?: (message: string) => void;
 }
 
@@ -51,6 +53,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   if (options.fast ?? true) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
+  flags.push(...(options.flags ?? []));
   const logs: string[] = [];
   const pg = new EmbeddedPostgres({
     databaseDir: join(dataDir, 'data'),

@@ -5,6 +5,7 @@
  * with a small pool and an idle timeout: a frozen container holds few connections, and a
  * thawed one reconnects instead of writing to a socket the server closed long ago.
  */
+import { checkServerIdentity } from 'node:tls';
 import postgres from 'postgres';
 import { ConfigError, type DatabaseConfig } from './config';
 
@@ -64,10 +65,19 @@ function isLocalHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || host.startsWith('127.') || host.startsWith('/');
 }
 
+/**
+ * TLS with the server's certificate checked against the trusted CAs and against `host`.
+ * Not postgres.js's 'verify-full': it leaves the name to Node, which checks an IP address
+ * host against "localhost" (test/db/foundation/iam-tls.test.ts).
+ */
+export function verifiedTls(host: string): postgres.Options<{}>['ssl'] {
+  return { rejectUnauthorized: true, checkServerIdentity: (_name, cert) => checkServerIdentity(host, cert) };
+}
+
 function sslOption(mode: DatabaseConfig['ssl'], host: string): postgres.Options<{}>['ssl'] {
   const effective = mode ?? (isLocalHost(host) ? 'disable' : 'require');
   if (effective === 'disable') return false;
-  if (effective === 'verify-full') return 'verify-full';
+  if (effective === 'verify-full') return verifiedTls(host);
   return 'require';
 }
 
@@ -144,7 +154,7 @@ export async function createSql(config: DatabaseConfig, deps: SqlDependencies = 
       database: config.name ?? 'postgres',
       username: config.iam.user,
       password: token,
-      ssl: 'verify-full',
+      ssl: verifiedTls(config.hostOverride),
     }) as unknown as Sql;
   }
   if (config.secretArn === undefined) throw new Error('no database configured');

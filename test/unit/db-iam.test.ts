@@ -67,9 +67,21 @@ describe('IAM database authentication: the client', () => {
       },
     });
     try {
-      const options = sql.options as unknown as { host: string[]; port: number[]; database: string; user: string; ssl: unknown; pass: () => Promise<string> };
+      const options = sql.options as unknown as {
+        host: string[];
+        port: number[];
+        database: string;
+        user: string;
+        ssl: { rejectUnauthorized: boolean; checkServerIdentity: (name: string, cert: unknown) => Error | undefined };
+        pass: () => Promise<string>;
+      };
       expect(targets).toEqual([{ hostname: IAM.DB_HOST, port: 5432, username: 'inbox_worker', region: 'eu-west-1' }]);
-      expect(options).toMatchObject({ host: [IAM.DB_HOST], port: [5432], database: 'inbox', user: 'inbox_worker', ssl: 'verify-full' });
+      expect(options).toMatchObject({ host: [IAM.DB_HOST], port: [5432], database: 'inbox', user: 'inbox_worker' });
+      // Verified: against the trusted CAs, and the certificate's names against the configured host.
+      expect(options.ssl.rejectUnauthorized).toBe(true);
+      const elsewhere = { subject: { CN: 'elsewhere.example.com' }, subjectaltname: 'DNS:elsewhere.example.com' };
+      expect(options.ssl.checkServerIdentity('ignored', elsewhere)).toMatchObject({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
+      expect(options.ssl.checkServerIdentity('ignored', { subject: { CN: IAM.DB_HOST }, subjectaltname: `DNS:${IAM.DB_HOST}` })).toBeUndefined();
       // postgres.js calls the password function each time it opens a connection.
       expect(typeof options.pass).toBe('function');
       expect([await options.pass(), await options.pass()]).toEqual(['token-1', 'token-2']);
