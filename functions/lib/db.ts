@@ -5,7 +5,7 @@
  * with a small pool and an idle timeout: a frozen container holds few connections, and a
  * thawed one reconnects instead of writing to a socket the server closed long ago.
  */
-import { checkServerIdentity } from 'node:tls';
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import postgres from 'postgres';
 import { ConfigError, type DatabaseConfig } from './config';
 
@@ -71,7 +71,7 @@ function isLocalHost(host: string): boolean {
  * host against "localhost" (test/db/foundation/iam-tls.test.ts).
  */
 export function verifiedTls(host: string): postgres.Options<{}>['ssl'] {
-  return { rejectUnauthorized: true, checkServerIdentity: (_name, cert) => checkServerIdentity(host, cert) };
+  return { rejectUnauthorized: true, checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert) };
 }
 
 function sslOption(mode: DatabaseConfig['ssl'], host: string): postgres.Options<{}>['ssl'] {
