@@ -55,7 +55,8 @@ export class StatefulStack extends Stack {
       allowAllOutbound: true,
     });
 
-    // Secrets Manager: the functions read the database secret. Scheduler: ops pause/resume.
+    // Secrets Manager: the migration function reads the master secret, and its rotation runs
+    // here. Scheduler: ops pause/resume.
     // STS and Lambda: the MSK event-source mapping's pollers, when the cluster is in this VPC,
     // assume the function's role for IAM auth and invoke the function from its subnets.
     // Closed endpoints: only the security groups admitted below reach them.
