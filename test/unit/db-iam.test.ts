@@ -1,60 +1,13 @@
 /**
- * IAM database authentication (the runtime functions in AWS): the configuration that
- * selects it, the client it builds (a token per new connection, TLS verified), and the
- * token the AWS signer makes. No database is involved: the client connects lazily, and the
- * token is signed locally (SigV4 presigning), without an API call.
+ * IAM database authentication (the runtime functions in AWS): the client it builds (a token
+ * per new connection, TLS verified) and the token the AWS signer makes. No database is
+ * involved: the client connects lazily, and the token is signed locally (SigV4 presigning),
+ * without an API call. Its configuration: config.test.ts; a real TLS server: iam-tls.test.ts.
  */
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { ConfigError, parseConfig } from '../../functions/lib/config';
+import { parseConfig } from '../../functions/lib/config';
 import { createSql, signTokensWithAws, type TokenTarget } from '../../functions/lib/db';
-
-const IAM = {
-  DB_IAM_USER: 'inbox_worker',
-  DB_HOST: 'inbox.cluster-abc123.eu-west-1.rds.amazonaws.com',
-  DB_PORT: '5432',
-  DB_NAME: 'inbox',
-  AWS_REGION: 'eu-west-1',
-};
-
-function errorOf(fn: () => unknown): ConfigError {
-  try {
-    fn();
-  } catch (error) {
-    expect(error).toBeInstanceOf(ConfigError);
-    return error as ConfigError;
-  }
-  throw new Error('expected a ConfigError');
-}
-
-describe('IAM database authentication: configuration', () => {
-  it('reads the role, endpoint, database and region', () => {
-    const { database } = parseConfig(IAM);
-    expect(database).toMatchObject({
-      iam: { user: 'inbox_worker', region: 'eu-west-1' },
-      hostOverride: IAM.DB_HOST,
-      port: 5432,
-      name: 'inbox',
-    });
-    expect(database.secretArn).toBeUndefined();
-  });
-
-  it('needs the endpoint, database and region, and names each missing one', () => {
-    const message = errorOf(() => parseConfig({ DB_IAM_USER: 'inbox_worker' })).message;
-    for (const name of ['DB_HOST', 'DB_NAME', 'AWS_REGION']) expect(message).toContain(`${name}: required with DB_IAM_USER`);
-  });
-
-  it('refuses TLS that does not verify the server: the token is a credential', () => {
-    expect(errorOf(() => parseConfig({ ...IAM, DB_SSL: 'require' })).message).toContain(
-      'DB_SSL: must be verify-full with DB_IAM_USER',
-    );
-  });
-
-  it('refuses a second way to connect beside it', () => {
-    expect(errorOf(() => parseConfig({ ...IAM, DB_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:1:secret:x' })).message).toContain(
-      'set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DB_SECRET_ARN and DB_IAM_USER',
-    );
-  });
-});
+import { IAM } from './iam-env';
 
 describe('IAM database authentication: the client', () => {
   it('connects as the role, verifying the certificate and name, with a fresh token for every connection', async () => {
