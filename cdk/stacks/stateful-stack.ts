@@ -110,6 +110,9 @@ export class StatefulStack extends Stack {
     this.endpoints.SecretsManager!.connections.allowDefaultPortFrom(rotationSecurityGroup, 'Master secret rotation');
     this.cluster.addRotationSingleUser({
       automaticallyAfter: Duration.days(MASTER_SECRET_ROTATION_DAYS),
+      // On its schedule only, not as a side effect of a deploy: a rotation racing the
+      // deploy's migration run could hand it a password that is about to change.
+      rotateImmediatelyOnUpdate: false,
       vpcSubnets: this.functionSubnets,
       securityGroup: rotationSecurityGroup,
     });

@@ -248,6 +248,7 @@ describe('database access in IAM', () => {
       // The cluster's generated secret (through its attachment to the cluster).
       SecretId: { Ref: Match.stringLikeRegexp('^DatabaseSecretAttachment') },
       RotationRules: { ScheduleExpression: `rate(${MASTER_SECRET_ROTATION_DAYS} days)` },
+      RotateImmediatelyOnUpdate: false,
     });
   });
 
