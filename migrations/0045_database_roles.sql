@@ -67,6 +67,13 @@ $$;
 -- Nothing for everyone. PostgreSQL 15 and later already keep PUBLIC from creating in the
 -- public schema; its USAGE goes too: the roles that use public.notification_jobs get it by name.
 revoke all on schema public from public;
+-- Nor temporary tables: no function creates one. (A database-level privilege: a database
+-- cloned from this one as a template, as the test harness does, starts with the default again.)
+do $$
+begin
+  execute format('revoke temporary on database %I from public', current_database());
+end
+$$;
 
 -- Objects the migrations create from now on start with no grant at all, functions included
 -- (PostgreSQL grants EXECUTE on new functions to PUBLIC by default; a SECURITY DEFINER

@@ -14,7 +14,7 @@ import { build } from 'esbuild';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
-import { DatabaseRoles, ingestRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, RUNTIME_ROLES, type DatabaseRole } from '../../functions/lib/database-roles';
 import { getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
@@ -105,6 +105,11 @@ describe('the bundled functions', () => {
       const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0 });
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });
+      // Database-level privileges are not copied to clones, so they are checked here, on a database the migrations made.
+      const [temp] = await admin<{ roles: string[] }[]>`
+        select array(select r from unnest(${[...RUNTIME_ROLES]}::text[]) as r
+                     where has_database_privilege(r, ${name}, 'TEMPORARY') or has_database_privilege(r, ${name}, 'CREATE')) as roles`;
+      expect(temp).toEqual({ roles: [] });
     } finally {
       await admin.unsafe(`drop database if exists "${name}" with (force)`);
       await admin.end();
