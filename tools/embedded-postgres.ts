@@ -24,8 +24,8 @@ export interface EmbeddedOptions {
   /** Durability is pointless for a throwaway cluster: trade it for speed (default true). */
   fast?: boolean;
   maxConnections?: number;
-  /** Further server settings, e.g. ['-c', 'ssl=on', …]. */
-  flags?: string[];
+  /** Further server settings (`-c name=value`), applied after the defaults above. */
+  settings?: Record<string, string>;
   onLog?: (message: string) => void;
 }
 
@@ -53,7 +53,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
   if (options.fast ?? true) {
     flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
   }
-  flags.push(...(options.flags ?? []));
+  for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
   const logs: string[] = [];
   const pg = new EmbeddedPostgres({
     databaseDir: join(dataDir, 'data'),

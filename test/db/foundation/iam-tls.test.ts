@@ -40,7 +40,7 @@ beforeAll(async () => {
   await run('chmod', ['755', dir]);
   await makeCertificates(dir);
   server = await startEmbeddedPostgres({
-    flags: ['-c', 'ssl=on', '-c', `ssl_cert_file=${join(dir, 'server.crt')}`, '-c', `ssl_key_file=${join(dir, 'server.key')}`],
+    settings: { ssl: 'on', ssl_cert_file: join(dir, 'server.crt'), ssl_key_file: join(dir, 'server.key') },
   });
 }, 120_000);
 
