@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
 import { DatabaseRoles, ingestRoleOf, RUNTIME_ROLES, type DatabaseRole } from '../../functions/lib/database-roles';
 import { getConsumer } from '../../functions/consumers';
@@ -55,6 +55,13 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(() => rm(outDir, { recursive: true, force: true }));
+
+// Each test starts from empty tables: the functions' rows of one test are not another's.
+beforeEach(async () => {
+  await db.sql`
+    truncate integration.consumer_inbox, integration.consumer_raw_poison, read_model.case_summary,
+             case_core.sla_obligation, public.notification_jobs`;
+});
 
 /** The role each bundled function connects as in AWS (the ingest's depends on its consumer's mode). */
 function roleOf(fn: Exclude<Fn, 'migrate'>, env: Record<string, string>): DatabaseRole {
