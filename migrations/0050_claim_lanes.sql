@@ -131,3 +131,14 @@ alter table integration.consumer_lane set (
     autovacuum_analyze_scale_factor = 0.01,
     autovacuum_analyze_threshold = 500
 );
+
+-- What each role may do with the lanes (0046's matrix, test/db/security/privileges.ts).
+-- Ingest and ops write lanes only through consumer_inbox's triggers, which run as the owner.
+-- worker (claim-due.ts; release-lanes.ts releaseLanes): takes lanes, hands them back,
+-- deletes the ones it emptied.
+grant select, delete on integration.consumer_lane to inbox_worker;
+grant update (due_at, locked_by, locked_at, updated_at) on integration.consumer_lane to inbox_worker;
+-- reaper (release-expired.ts, release-lanes.ts freeAbandonedLanes, adopt-orphans.ts): hands
+-- back the lanes of expired leases, frees abandoned ones, gives orphaned rows a lane.
+grant select, insert on integration.consumer_lane to inbox_reaper;
+grant update (due_at, locked_by, locked_at, updated_at) on integration.consumer_lane to inbox_reaper;

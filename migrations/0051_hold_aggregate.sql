@@ -45,3 +45,9 @@ begin
     return null;
 end
 $$;
+
+-- The worker holds a lane when a run stops at a quarantine (release-lanes.ts), the reaper
+-- when an expired lease was the last attempt and when it ends a hold whose row is gone;
+-- ops stats lists the held aggregates (stats.ts heldAggregates).
+grant update (held_by) on integration.consumer_lane to inbox_worker, inbox_reaper;
+grant select on integration.consumer_lane to inbox_ops;

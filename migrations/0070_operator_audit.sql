@@ -71,3 +71,10 @@ on integration.operator_audit (created_at desc, audit_id desc);
 -- "What happened to this row?": the actions that touched an inbox id.
 create index operator_audit_inbox_ids_idx
 on integration.operator_audit using gin (inbox_ids);
+
+-- What ops may do with the trail (0046's matrix, test/db/security/privileges.ts): write it
+-- with each action, read it (ops audit, ops event), and the old name for old queries.
+grant select, insert on integration.operator_audit to inbox_ops;
+grant select on integration.consumer_replay_audit to inbox_ops;
+-- ops resolve finishes a quarantined row as IGNORED (resolve.ts): it sets processed_at.
+grant update (processed_at) on integration.consumer_inbox to inbox_ops;

@@ -30,14 +30,14 @@ try {
     tty: process.stdout.isTTY === true,
   });
   if (result.kept !== undefined) {
-    const { url, embedded, stop } = result.kept;
+    const { url, opsUrl, embedded, stop } = result.kept;
     console.log(
       [
         '',
         embedded ? 'The embedded database is still running. In another terminal:' : 'The database keeps the run\'s rows. Inspect it with:',
-        `  export DATABASE_URL='${url}'`,
-        '  npm run ops -- stats',
-        '  psql "$DATABASE_URL" -c "select consumer_name, status, error_code, count(*) from integration.consumer_inbox group by 1, 2, 3 order by 1, 2"',
+        // The CLI as the ops function's role, psql as the owner.
+        `  DATABASE_URL='${opsUrl}' npm run ops -- stats`,
+        `  psql '${url}' -c "select consumer_name, status, error_code, count(*) from integration.consumer_inbox group by 1, 2, 3 order by 1, 2"`,
         ...(embedded ? ['Press Ctrl-C to stop it (its data is deleted).'] : []),
       ].join('\n'),
     );

@@ -7,6 +7,7 @@ import { Duration } from 'aws-cdk-lib';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import type { ConsumerStageConfig, StageConfig } from '../config';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import type { Schedules } from './scheduled';
 
@@ -32,6 +33,7 @@ export class ConsumerWorker extends Construct {
       description: `Kafka inbox worker: ${consumer.name}`,
       memorySize: consumer.workerMemoryMb,
       timeout: Duration.seconds(consumer.workerTimeoutSeconds),
+      database: { role: DatabaseRoles.worker },
       environment: {
         CONSUMER_NAME: consumer.name,
         WORKER_BATCH_SIZE: String(consumer.workerBatchSize),

@@ -2,7 +2,8 @@
  * The defaults every function of the system shares: bundled by the local esbuild (never
  * Docker), ESM, minified, arm64 on a current Node.js runtime, in the private subnets, with
  * its own log group and retention, the Powertools environment and the database settings
- * the functions' config module (functions/lib/config.ts) parses at cold start.
+ * the functions' config module (functions/lib/config.ts) parses at cold start: its own
+ * database role and IAM authentication, or (the migration function) the master secret.
  */
 import { fileURLToPath } from 'node:url';
 import { Duration, RemovalPolicy } from 'aws-cdk-lib';
@@ -10,8 +11,10 @@ import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
+import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
+import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { acknowledge } from './nag';
 
 /** The repository root: entries, the lock file and migrations/ are resolved from it. */
@@ -19,16 +22,38 @@ export const PROJECT_ROOT = fileURLToPath(new URL('../../', import.meta.url));
 
 export const RUNTIME = lambda.Runtime.NODEJS_24_X;
 
+/** The database the functions connect to. */
+export interface DatabasePlatform {
+  cluster: rds.DatabaseCluster;
+  /** The master user's secret: the migration function's, and only its. */
+  masterSecret: secretsmanager.ISecret;
+  databaseName: string;
+  /** The runtime functions connect through it when there is one (IAM authentication on the proxy too). */
+  proxy?: rds.DatabaseProxy;
+}
+
 /** What the functions need to reach the database and report; shared by every InboxFunction. */
 export interface FunctionPlatform {
   vpc: ec2.IVpc;
   subnets: ec2.SubnetSelection;
   securityGroup: ec2.ISecurityGroup;
-  databaseSecret: secretsmanager.ISecret;
-  /** The RDS Proxy endpoint, when there is one. */
-  proxyEndpoint?: string;
+  database: DatabasePlatform;
   observability: { metricsNamespace: string; serviceName: string; logLevel: string; logRetentionDays: logs.RetentionDays };
 }
+
+/**
+ * How a function authenticates to the database: as its own role with IAM tokens (every
+ * runtime function), or as the master user with the cluster's secret (the migration
+ * function alone: it creates and owns the schema and the roles).
+ */
+export type DatabaseAccess = { role: DatabaseRole } | { masterSecret: true };
+
+/**
+ * Lambda's Node.js 20+ runtimes no longer load Amazon's CA certificates by default; this
+ * file has them, the RDS certificate authorities included (the cluster's own certificate).
+ * RDS Proxy presents an ACM certificate under Amazon's public roots, in Node's own store.
+ */
+export const LAMBDA_AMAZON_CA_BUNDLE = '/var/runtime/ca-cert.pem';
 
 export interface InboxFunctionProps {
   platform: FunctionPlatform;
@@ -38,8 +63,7 @@ export interface InboxFunctionProps {
   memorySize?: number;
   timeout: Duration;
   environment?: Record<string, string>;
-  /** false: connect to the cluster directly even when a proxy exists (the migration runner). */
-  useProxy?: boolean;
+  database: DatabaseAccess;
   commandHooks?: ICommandHooks;
 }
 
@@ -58,8 +82,9 @@ export const BUNDLE = {
   mainFields: ['module', 'main'],
   minify: true,
   banner: REQUIRE_BANNER,
-  // The runtime ships AWS SDK v3; bundling it would only add size.
-  external: ['@aws-sdk/*'],
+  // The runtime ships the AWS SDK v3 clients; bundling them would only add size. Anything
+  // else of the SDK (@aws-sdk/rds-signer) is bundled: the runtime does not promise it.
+  external: ['@aws-sdk/client-*'],
 } as const;
 
 export class InboxFunction extends NodejsFunction {
@@ -69,7 +94,10 @@ export class InboxFunction extends NodejsFunction {
       retention: platform.observability.logRetentionDays,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    const viaProxy = platform.proxyEndpoint !== undefined && props.useProxy !== false;
+    const { database } = platform;
+    const role = 'role' in props.database ? props.database.role : undefined;
+    // The migration function goes to the cluster directly: DDL, and the master user, which the proxy does not serve.
+    const proxy = role !== undefined ? database.proxy : undefined;
     super(scope, id, {
       entry: `${PROJECT_ROOT}${props.entry}`,
       handler: 'handler',
@@ -86,12 +114,20 @@ export class InboxFunction extends NodejsFunction {
       logGroup,
       loggingFormat: lambda.LoggingFormat.JSON,
       environment: {
-        // The secret's ARN only: the function reads the secret at cold start.
-        DB_SECRET_ARN: platform.databaseSecret.secretArn,
-        DB_SSL: 'require',
+        ...(role !== undefined
+          ? {
+              // No password anywhere: the function signs an IAM token for its role per connection.
+              DB_IAM_USER: role,
+              DB_HOST: proxy?.endpoint ?? database.cluster.clusterEndpoint.hostname,
+              DB_PORT: database.cluster.clusterEndpoint.port.toString(),
+              DB_NAME: database.databaseName,
+            }
+          : // The secret's ARN only: the migration function reads the secret on each invocation.
+            { DB_SECRET_ARN: database.masterSecret.secretArn }),
+        DB_SSL: 'verify-full',
+        ...(proxy === undefined ? { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE } : {}),
         // Named prepared statements pin an RDS Proxy session.
-        DB_PREPARE: viaProxy ? 'false' : 'true',
-        ...(viaProxy ? { DB_HOST: platform.proxyEndpoint! } : {}),
+        DB_PREPARE: proxy !== undefined ? 'false' : 'true',
         METRICS_NAMESPACE: platform.observability.metricsNamespace,
         SERVICE_NAME: platform.observability.serviceName,
         LOG_LEVEL: platform.observability.logLevel,
@@ -112,7 +148,12 @@ export class InboxFunction extends NodejsFunction {
         ...(props.commandHooks ? { commandHooks: props.commandHooks } : {}),
       },
     });
-    platform.databaseSecret.grantRead(this);
+    if (role !== undefined) {
+      // rds-db:connect for this role only, on the endpoint the function uses.
+      (proxy ?? database.cluster).grantConnect(this, role);
+    } else {
+      database.masterSecret.grantRead(this);
+    }
 
     acknowledge(
       this,

@@ -30,8 +30,9 @@ export class Migrations extends Construct {
       description: 'Kafka inbox: apply pending database migrations (deploy time)',
       memorySize: 256,
       timeout: Duration.minutes(10),
-      // DDL goes to the cluster directly, not through the proxy.
-      useProxy: false,
+      // The one function with the master credentials: it owns the schema and creates the
+      // functions' roles. Directly to the cluster, never through the proxy.
+      database: { masterSecret: true },
       commandHooks: {
         beforeBundling: () => [],
         beforeInstall: () => [],

@@ -9,6 +9,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, arnFinding, resourceFinding } from './nag';
 import type { Schedules } from './scheduled';
@@ -33,6 +34,7 @@ export class Ops extends Construct {
       entry: 'functions/ops/handler.ts',
       description: 'Kafka inbox operator commands (stats, event, quarantine, replay, resolve, poison, pause/resume, audit)',
       timeout: Duration.seconds(60),
+      database: { role: DatabaseRoles.ops },
       environment: {
         WORKER_SCHEDULES: Stack.of(this).toJsonString(names),
         INGEST_MAPPINGS: Stack.of(this).toJsonString(

@@ -3,6 +3,7 @@ import { Duration } from 'aws-cdk-lib';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import type { StageConfig } from '../config';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import type { Schedules } from './scheduled';
 
@@ -24,6 +25,7 @@ export class Reaper extends Construct {
       entry: 'functions/reaper/handler.ts',
       description: 'Kafka inbox reaper: expired leases, max attempts, pruning, gauges',
       timeout: Duration.seconds(props.reaper.timeoutSeconds),
+      database: { role: DatabaseRoles.reaper },
       environment: {
         REAPER_BATCH_SIZE: String(props.reaper.batchSize),
         REAPER_SAFETY_MARGIN_MS: String(props.reaper.safetyMarginSeconds * 1000),

@@ -7,10 +7,15 @@ import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as msk from 'aws-cdk-lib/aws-msk';
 import * as rds from 'aws-cdk-lib/aws-rds';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
+import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
 import { acknowledge } from '../constructs/nag';
 import type { StageConfig } from '../config';
+
+/** How often Secrets Manager rotates the master user's password. */
+export const MASTER_SECRET_ROTATION_DAYS = 30;
 
 /** Pinned: renaming a construct must never replace the database. */
 export const DATABASE_CLUSTER_LOGICAL_ID = 'InboxDatabaseCluster';
@@ -28,7 +33,7 @@ export class StatefulStack extends Stack {
   readonly databaseSecret: secretsmanager.ISecret;
   readonly proxy?: rds.DatabaseProxy;
   readonly mskClusterArn: string;
-  private readonly endpoints: ec2.InterfaceVpcEndpoint[] = [];
+  private readonly endpoints: Record<string, ec2.InterfaceVpcEndpoint> = {};
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
     super(scope, id, props);
@@ -50,7 +55,8 @@ export class StatefulStack extends Stack {
       allowAllOutbound: true,
     });
 
-    // Secrets Manager: the functions read the database secret. Scheduler: ops pause/resume.
+    // Secrets Manager: the migration function reads the master secret, and its rotation runs
+    // here. Scheduler: ops pause/resume.
     // STS and Lambda: the MSK event-source mapping's pollers, when the cluster is in this VPC,
     // assume the function's role for IAM auth and invoke the function from its subnets.
     // Closed endpoints: only the security groups admitted below reach them.
@@ -63,7 +69,7 @@ export class StatefulStack extends Stack {
     for (const [name, service] of Object.entries(services)) {
       const endpoint = this.vpc.addInterfaceEndpoint(name, { service, privateDnsEnabled: true, subnets: this.functionSubnets, open: false });
       endpoint.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions');
-      this.endpoints.push(endpoint);
+      this.endpoints[name] = endpoint;
     }
 
     const version = config.database.engineVersion;
@@ -87,14 +93,42 @@ export class StatefulStack extends Stack {
       removalPolicy: RemovalPolicy.SNAPSHOT,
       cloudwatchLogsExports: ['postgresql'],
       enablePerformanceInsights: true,
-      iamAuthentication: false,
+      // The runtime functions log in as their own roles with IAM tokens (rds_iam, granted
+      // by migrations/0045): no password of theirs exists anywhere.
+      iamAuthentication: true,
     });
     (this.cluster.node.defaultChild as rds.CfnDBCluster).overrideLogicalId(DATABASE_CLUSTER_LOGICAL_ID);
     this.databaseSecret = this.cluster.secret!;
 
+    // Only the migration function reads the master secret, and it reads it on every
+    // invocation: rotation cannot strand a running function with an old password.
+    const rotationSecurityGroup = new ec2.SecurityGroup(this, 'SecretRotationSecurityGroup', {
+      vpc: this.vpc,
+      description: 'Master secret rotation function: reaches the database and Secrets Manager',
+      allowAllOutbound: true,
+    });
+    this.endpoints.SecretsManager!.connections.allowDefaultPortFrom(rotationSecurityGroup, 'Master secret rotation');
+    this.cluster.addRotationSingleUser({
+      automaticallyAfter: Duration.days(MASTER_SECRET_ROTATION_DAYS),
+      // On its schedule only, not as a side effect of a deploy: a rotation racing the
+      // deploy's migration run could hand it a password that is about to change.
+      rotateImmediatelyOnUpdate: false,
+      vpcSubnets: this.functionSubnets,
+      securityGroup: rotationSecurityGroup,
+    });
+
     if (config.database.rdsProxy) {
+      // End-to-end IAM authentication: the functions sign tokens for the proxy, and the
+      // proxy signs its own for the database with its role, which may connect as the
+      // runtime roles and nothing else (not as the master user: it holds no secret).
+      const proxyRole = new iam.Role(this, 'ProxyRole', {
+        assumedBy: new iam.ServicePrincipal('rds.amazonaws.com'),
+        description: 'RDS Proxy: connects to Aurora as the inbox functions\' roles (IAM authentication)',
+      });
+      for (const role of RUNTIME_ROLES) this.cluster.grantConnect(proxyRole, role);
       this.proxy = this.cluster.addProxy('Proxy', {
-        secrets: [this.databaseSecret],
+        defaultAuthScheme: rds.DefaultAuthScheme.IAM_AUTH,
+        role: proxyRole,
         vpc: this.vpc,
         vpcSubnets: this.functionSubnets,
         requireTLS: true,
@@ -103,7 +137,7 @@ export class StatefulStack extends Stack {
         idleClientTimeout: Duration.minutes(15),
       });
       this.proxy.connections.allowFrom(this.functionSecurityGroup, ec2.Port.tcp(this.cluster.clusterEndpoint.port), 'Inbox functions to RDS Proxy');
-      // The migration runner connects to the cluster directly (DDL, no pinning concerns).
+      // The migration runner connects to the cluster directly (DDL, the master user).
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Migration runner to Aurora');
     } else {
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
@@ -123,7 +157,7 @@ export class StatefulStack extends Stack {
     });
     // The ESM's pollers use the cluster's own security group: it must admit itself (IAM port).
     securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(9098), 'MSK IAM from the ESM pollers');
-    for (const endpoint of this.endpoints) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
+    for (const endpoint of Object.values(this.endpoints)) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
     // A mapping with a Glue schema registry fetches schemas from the pollers' subnets; the
     // functions never call Glue, so only the pollers' group is admitted.
     if (config.consumers.some((c) => c.schemaRegistry?.type === 'glue')) {
@@ -149,21 +183,10 @@ export class StatefulStack extends Stack {
   }
 
   private suppressFindings(config: StageConfig): void {
-    acknowledge(
-      this.cluster,
-      [
-        {
-          id: 'AwsSolutions-SMG4',
-          reason:
-            'The functions read the database secret once per container (cold start); automatic rotation would break live pools until containers recycle. Rotate through the runbook procedure (rotate, then redeploy the stateless stack).',
-        },
-        {
-          id: 'AwsSolutions-RDS6',
-          reason: 'The functions authenticate with the Secrets Manager credentials (also what RDS Proxy requires); IAM database auth adds a token call per connection for no gain here.',
-        },
-        ...(config.database.deletionProtection
-          ? []
-          : [{ id: 'AwsSolutions-RDS10', reason: 'Deletion protection is switched off explicitly in this stage context (throwaway stage).' }]),
+    if (!config.database.deletionProtection) {
+      acknowledge(this.cluster, [
+        { id: 'AwsSolutions-RDS10', reason: 'Deletion protection is switched off explicitly in this stage context (throwaway stage).' },
       ]);
+    }
   }
 }

@@ -77,8 +77,12 @@ export class StatelessStack extends Stack {
       vpc: stateful.vpc,
       subnets: stateful.functionSubnets,
       securityGroup: stateful.functionSecurityGroup,
-      databaseSecret: stateful.databaseSecret,
-      ...(stateful.proxy ? { proxyEndpoint: stateful.proxy.endpoint } : {}),
+      database: {
+        cluster: stateful.cluster,
+        masterSecret: stateful.databaseSecret,
+        databaseName: config.database.databaseName,
+        ...(stateful.proxy ? { proxy: stateful.proxy } : {}),
+      },
       observability: { ...config.observability, logRetentionDays: retentionDays(config.observability.logRetentionDays) },
     };
 

@@ -27,7 +27,7 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
       try {
         sql = await getSql(config.database);
       } catch (error) {
-        // No client (e.g. the secret could not be read): nothing was stored, redeliver it all.
+        // No client (e.g. no IAM token could be signed): nothing was stored, redeliver it all.
         const response = { batchItemFailures: failEveryPartition(event) };
         logger.error('no database client', { error: classifyError(error).message, batchItemFailures: response.batchItemFailures.length });
         count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);

@@ -5,6 +5,7 @@
  * with a small pool and an idle timeout: a frozen container holds few connections, and a
  * thawed one reconnects instead of writing to a socket the server closed long ago.
  */
+import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import postgres from 'postgres';
 import { ConfigError, type DatabaseConfig } from './config';
 
@@ -24,6 +25,22 @@ interface DatabaseSecret {
 
 export type SecretReader = (secretArn: string) => Promise<string>;
 
+/** What an IAM authentication token is signed for: the endpoint the client connects to, and the role. */
+export interface TokenTarget {
+  hostname: string;
+  port: number;
+  username: string;
+  region: string;
+}
+
+/** Builds the token source of one client: called for every new connection. */
+export type TokenSigner = (target: TokenTarget) => Promise<() => Promise<string>>;
+
+export interface SqlDependencies {
+  readSecret?: SecretReader;
+  signer?: TokenSigner;
+}
+
 /** Reads a secret with the AWS SDK; loaded lazily so local runs never touch it. */
 const readSecretFromAws: SecretReader = async (secretArn) => {
   const { SecretsManagerClient, GetSecretValueCommand } = await import('@aws-sdk/client-secrets-manager');
@@ -33,14 +50,34 @@ const readSecretFromAws: SecretReader = async (secretArn) => {
   return out.SecretString;
 };
 
+/**
+ * IAM database authentication tokens, signed locally with the function role's credentials
+ * (SigV4 presigning: no API call). One Signer per client; each call signs anew, since a
+ * token is accepted for 15 minutes and a pool opens connections long after its first.
+ */
+export const signTokensWithAws: TokenSigner = async ({ hostname, port, username, region }) => {
+  const { Signer } = await import('@aws-sdk/rds-signer');
+  const signer = new Signer({ hostname, port, username, region });
+  return () => signer.getAuthToken();
+};
+
 function isLocalHost(host: string): boolean {
   return host === 'localhost' || host === '::1' || host.startsWith('127.') || host.startsWith('/');
+}
+
+/**
+ * TLS with the server's certificate checked against the trusted CAs and against `host`.
+ * Not postgres.js's 'verify-full': it leaves the name to Node, which checks an IP address
+ * host against "localhost" (test/db/foundation/iam-tls.test.ts).
+ */
+export function verifiedTls(host: string): postgres.Options<{}>['ssl'] {
+  return { rejectUnauthorized: true, checkServerIdentity: (_name: string, cert: PeerCertificate) => checkServerIdentity(host, cert) };
 }
 
 function sslOption(mode: DatabaseConfig['ssl'], host: string): postgres.Options<{}>['ssl'] {
   const effective = mode ?? (isLocalHost(host) ? 'disable' : 'require');
   if (effective === 'disable') return false;
-  if (effective === 'verify-full') return 'verify-full';
+  if (effective === 'verify-full') return verifiedTls(host);
   return 'require';
 }
 
@@ -62,7 +99,8 @@ function baseOptions(config: DatabaseConfig): postgres.Options<{}> {
     max: config.poolMax,
     idle_timeout: config.idleTimeoutSeconds,
     connect_timeout: config.connectTimeoutSeconds,
-    // Recycle connections so that a failover or a rotated secret is picked up.
+    // Recycle connections so that a failover or a rotated secret is picked up (and, with
+    // IAM authentication, so that no session outlives the token it was opened with by much).
     max_lifetime: 60 * 15,
     prepare: config.prepare,
     onnotice: () => {},
@@ -89,20 +127,45 @@ function parseSecret(secretArn: string, text: string): DatabaseSecret {
   }
 }
 
-/** Build a client from a configuration; resolves the secret first when one is configured. */
-export async function createSql(config: DatabaseConfig, readSecret: SecretReader = readSecretFromAws): Promise<Sql> {
+/**
+ * Build a client from a configuration: a URL; IAM authentication as a database role (a
+ * password function: postgres.js calls it for each new connection, so each gets a fresh
+ * token; TLS with the server's certificate and name verified); or the master secret,
+ * resolved first.
+ */
+export async function createSql(config: DatabaseConfig, deps: SqlDependencies = {}): Promise<Sql> {
   if (config.url !== undefined) {
     const host = new URL(config.url).hostname;
     return postgres(config.url, { ...baseOptions(config), ssl: sslOption(config.ssl, host) }) as unknown as Sql;
   }
+  if (config.iam !== undefined) {
+    if (config.hostOverride === undefined) throw new ConfigError('Invalid configuration: DB_HOST: required with DB_IAM_USER');
+    const port = config.port ?? 5432;
+    const token = await (deps.signer ?? signTokensWithAws)({
+      hostname: config.hostOverride,
+      port,
+      username: config.iam.user,
+      region: config.iam.region,
+    });
+    return postgres({
+      ...baseOptions(config),
+      host: config.hostOverride,
+      port,
+      database: config.name ?? 'postgres',
+      username: config.iam.user,
+      password: token,
+      ssl: verifiedTls(config.hostOverride),
+    }) as unknown as Sql;
+  }
   if (config.secretArn === undefined) throw new Error('no database configured');
+  const readSecret = deps.readSecret ?? readSecretFromAws;
   const secret = parseSecret(config.secretArn, await readSecret(config.secretArn));
   const host = config.hostOverride ?? secret.host;
   return postgres({
     ...baseOptions(config),
     host,
-    port: secret.port ?? 5432,
-    database: secret.dbname ?? 'postgres',
+    port: config.port ?? secret.port ?? 5432,
+    database: config.name ?? secret.dbname ?? 'postgres',
     username: secret.username,
     password: secret.password,
     ssl: sslOption(config.ssl, host),

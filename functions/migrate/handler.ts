@@ -1,11 +1,13 @@
 /**
  * The deploy-time migration function, invoked by the CDK trigger (cdk/constructs/migrations.ts).
  * It runs the project's one runner on the migrations/ folder that the bundling step copied
- * next to this bundle. Throwing fails the trigger, and with it the deployment.
+ * next to this bundle. Throwing fails the trigger, and with it the deployment. The one
+ * function that uses the master credentials: it creates and owns every object, and the
+ * functions' roles (migrations/0045_database_roles.sql).
  */
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../lib/config';
-import { getSql } from '../lib/db';
+import { createSql } from '../lib/db';
 import { loadMigrations, migrate, type MigrateResult } from '../lib/migrate';
 import { createObservability } from '../lib/observability';
 
@@ -14,11 +16,20 @@ const { logger } = createObservability(config, 'migrate');
 // Resolved against the bundle (index.mjs), not the source tree: see MIGRATIONS_DIR in migrate.ts.
 const BUNDLED_MIGRATIONS_DIR = fileURLToPath(new URL('./migrations/', import.meta.url));
 
+/**
+ * The master secret is read on every invocation, and the connection closed at its end,
+ * rather than once per container: the secret rotates (automatic rotation), and a warm
+ * container kept from the last deploy must not try yesterday's password.
+ */
 export async function handler(): Promise<MigrateResult> {
-  const sql = await getSql(config.database);
-  const migrations = await loadMigrations(BUNDLED_MIGRATIONS_DIR);
-  logger.info('migrating', { files: migrations.length });
-  const result = await migrate(sql, migrations, (message) => logger.info(message));
-  logger.info('migrated', { applied: result.applied.length, alreadyApplied: result.alreadyApplied });
-  return result;
+  const sql = await createSql({ ...config.database, poolMax: 1 });
+  try {
+    const migrations = await loadMigrations(BUNDLED_MIGRATIONS_DIR);
+    logger.info('migrating', { files: migrations.length });
+    const result = await migrate(sql, migrations, (message) => logger.info(message));
+    logger.info('migrated', { applied: result.applied.length, alreadyApplied: result.alreadyApplied });
+    return result;
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
 }

@@ -1,6 +1,7 @@
 /**
- * The operator CLI: `npm run ops -- <command> [options]`, against DATABASE_URL (or the
- * DB_SECRET_ARN configuration the functions use). Tables for people, `--json` for scripts.
+ * The operator CLI: `npm run ops -- <command> [options]`, as the ops function's database
+ * role inbox_ops: DATABASE_URL with that user, or (AWS) the ops function's own configuration,
+ * DB_IAM_USER=inbox_ops with an IAM token. Tables for people, `--json` for scripts.
  * Exit codes: 0 done, 1 the command failed (nothing matched, not found, still invalid, an
  * AWS or database error), 2 the command line was wrong (nothing was done).
  */

@@ -9,10 +9,11 @@ import { join } from 'node:path';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
-import { DATABASE_CLUSTER_LOGICAL_ID } from '../../cdk/stacks/stateful-stack';
+import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
+import { actionsOf, databaseUsersOf, inboxFunctions, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 let s: Synthesized;
 let outdir: string;
@@ -156,7 +157,7 @@ describe('schedules', () => {
 });
 
 describe('functions', () => {
-  it('are arm64 on Node.js 22 or newer, in the VPC, with the secret ARN and never a password', () => {
+  it('are arm64 on Node.js 22 or newer, in the VPC, with verified TLS and never a password (the master secret\'s ARN for the migration function only)', () => {
     const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
       String(f.Properties!.Description ?? '').startsWith('Kafka inbox'),
     );
@@ -167,8 +168,20 @@ describe('functions', () => {
       expect(p.Architectures).toEqual(['arm64']);
       expect(Number(/^nodejs(\d+)\.x$/.exec(p.Runtime)![1])).toBeGreaterThanOrEqual(22);
       expect(p.VpcConfig.SubnetIds.length).toBeGreaterThan(0);
-      // A reference to the stateful stack's generated secret, never a literal value.
-      expect(JSON.stringify(p.Environment.Variables.DB_SECRET_ARN)).toMatch(/^\{"Fn::ImportValue":".*Secret/);
+      const env = p.Environment.Variables;
+      expect(env.DB_SSL).toBe('verify-full');
+      // Directly to the cluster: the RDS certificate authorities are in the runtime's Amazon bundle.
+      expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
+      if (String(p.Description).includes('migrations')) {
+        // A reference to the stateful stack's generated secret, never a literal value.
+        expect(JSON.stringify(env.DB_SECRET_ARN)).toMatch(/^\{"Fn::ImportValue":".*Secret/);
+        expect(env.DB_IAM_USER).toBeUndefined();
+      } else {
+        expect(env.DB_SECRET_ARN).toBeUndefined();
+        expect(env.DB_IAM_USER).toMatch(/^inbox_/);
+        expect(env.DB_NAME).toBe(s.config.database.databaseName);
+        expect(JSON.stringify(env.DB_HOST)).toMatch(/^\{"Fn::ImportValue":".*Endpoint/);
+      }
       expect(p.Environment.Variables.POWERTOOLS_SERVICE_NAME).toBe(s.config.observability.serviceName);
       expect(p.Environment.Variables.METRICS_NAMESPACE).toBe(s.config.observability.metricsNamespace);
       expect(Object.keys(p.Environment.Variables).some((k) => /PASSWORD|DATABASE_URL/.test(k))).toBe(false);
@@ -220,6 +233,70 @@ describe('functions', () => {
       for (const [id, r] of Object.entries(all).filter(([, r]) => r.Type === type)) {
         expect(r.DependsOn ?? [], id).toContain(triggerId);
       }
+    }
+  });
+});
+
+/** The database role each function must connect as, by its description. */
+function expectedRole(description: string): string | undefined {
+  if (description.includes('migrations')) return undefined;
+  if (description.startsWith('Kafka inbox ingest:')) return description.endsWith('(inline)') ? DatabaseRoles.ingestInline : DatabaseRoles.ingest;
+  if (description.startsWith('Kafka inbox worker:')) return DatabaseRoles.worker;
+  if (description.startsWith('Kafka inbox reaper')) return DatabaseRoles.reaper;
+  if (description.startsWith('Kafka inbox operator')) return DatabaseRoles.ops;
+  throw new Error(`no expected role for ${description}`);
+}
+
+describe('database access in IAM', () => {
+  it('lets no runtime function read any secret; the migration function alone reads the master secret', () => {
+    const functions = inboxFunctions(s.stateless);
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    for (const f of functions) {
+      const secretReads = f.statements.filter((st) => actionsOf(st).some((a) => a.startsWith('secretsmanager:')));
+      if (expectedRole(f.description) === undefined) {
+        expect(secretReads.flatMap(actionsOf)).toContain('secretsmanager:GetSecretValue');
+        expect(secretReads.map((st) => JSON.stringify(st.Resource))).toEqual([expect.stringMatching(/^\{"Fn::ImportValue":".*Secret/)]);
+      } else {
+        expect(secretReads, f.description).toEqual([]);
+      }
+    }
+  });
+
+  it("gives each runtime function rds-db:connect as its own database user only, on the cluster's resource id", () => {
+    const seen = new Set<string>();
+    for (const f of inboxFunctions(s.stateless)) {
+      const role = expectedRole(f.description);
+      const { users, resources } = databaseUsersOf(f.statements);
+      expect(users, f.description).toEqual(role === undefined ? [] : [role]);
+      for (const r of resources) expect(r).toMatch(/rds-db:.*dbuser:.*ClusterResourceId/);
+      if (role !== undefined) seen.add(role);
+    }
+    expect([...seen].sort()).toEqual(Object.values(DatabaseRoles).sort());
+  });
+
+  it('enables IAM database authentication and rotates the master secret automatically', () => {
+    s.stateful.hasResourceProperties('AWS::RDS::DBCluster', { EnableIAMDatabaseAuthentication: true });
+    s.stateful.resourceCountIs('AWS::SecretsManager::RotationSchedule', 1);
+    s.stateful.hasResourceProperties('AWS::SecretsManager::RotationSchedule', {
+      // The cluster's generated secret (through its attachment to the cluster).
+      SecretId: { Ref: Match.stringLikeRegexp('^DatabaseSecretAttachment') },
+      RotationRules: { ScheduleExpression: `rate(${MASTER_SECRET_ROTATION_DAYS} days)` },
+      RotateImmediatelyOnUpdate: false,
+    });
+  });
+
+  it('lets the ingest functions only write failed batches to the on-failure bucket (s3:PutObject, s3:ListBucket), and nobody else touch S3', () => {
+    const [bucketId] = Object.keys(resourcesOf(s.stateless, 'AWS::S3::Bucket'));
+    for (const f of inboxFunctions(s.stateless)) {
+      const s3 = f.statements.filter((st) => actionsOf(st).some((a) => a.startsWith('s3:')));
+      if (!f.description.startsWith('Kafka inbox ingest:')) {
+        expect(s3, f.description).toEqual([]);
+        continue;
+      }
+      expect(s3.map((st) => ({ actions: actionsOf(st), resource: st.Resource }))).toEqual([
+        { actions: ['s3:PutObject'], resource: { 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/*']] } },
+        { actions: ['s3:ListBucket'], resource: { 'Fn::GetAtt': [bucketId, 'Arn'] } },
+      ]);
     }
   });
 });

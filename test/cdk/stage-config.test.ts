@@ -5,7 +5,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
+import { actionsOf, databaseUsersOf, inboxFunctions, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
@@ -182,10 +183,39 @@ describe('a production-shaped stage', () => {
       if (String(p.Description).includes('migrations')) {
         expect(env.DB_HOST).toBeUndefined();
         expect(env.DB_PREPARE).toBe('true');
+        expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
       } else {
         expect(JSON.stringify(env.DB_HOST)).toMatch(/^\{"Fn::ImportValue":".*Proxy.*Endpoint/);
         expect(env.DB_PREPARE).toBe('false');
+        // The proxy's certificate is under Amazon's public roots: Node's own store verifies it.
+        expect(env.NODE_EXTRA_CA_CERTS).toBeUndefined();
+        expect(env.DB_SSL).toBe('verify-full');
       }
+    }
+  });
+
+  it('authenticates end to end with IAM through the proxy: no secret on it, its role connects as the runtime users only', () => {
+    const [proxy] = Object.values(s.stateful.findResources('AWS::RDS::DBProxy')).map((p) => p.Properties);
+    expect(proxy.DefaultAuthScheme).toBe('IAM_AUTH');
+    expect(proxy.Auth ?? []).toEqual([]);
+    const proxyRoleId = (proxy.RoleArn as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+    const statements = statementsOfRole(s.stateful, proxyRoleId);
+    expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('secretsmanager:'))).toEqual([]);
+    const { users, resources } = databaseUsersOf(statements);
+    expect(users).toEqual([...RUNTIME_ROLES].sort());
+    for (const r of resources) expect(r).toMatch(/dbuser:.*DBClusterResourceId/);
+  });
+
+  it("gives each runtime function rds-db:connect on the proxy's resource id for its user, and the migration function none", () => {
+    for (const f of inboxFunctions(s.stateless)) {
+      const { users, resources } = databaseUsersOf(f.statements);
+      if (f.description.includes('migrations')) {
+        expect(users).toEqual([]);
+        continue;
+      }
+      expect(users).toEqual([f.environment.DB_IAM_USER]);
+      // prx-<id> is the last segment of the proxy's ARN.
+      for (const r of resources) expect(r).toMatch(/dbuser:.*Fn::Split.*ProxyArn|dbuser:.*Proxy.*Arn/);
     }
   });
 

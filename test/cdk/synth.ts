@@ -51,3 +51,47 @@ export function unacknowledgedNagErrors(app: App): string[] {
     .violations.filter((v) => v.severity === 'error')
     .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
 }
+
+export interface PolicyStatement {
+  Effect: string;
+  Action: string | string[];
+  Resource: unknown;
+}
+
+export const actionsOf = (st: PolicyStatement): string[] => [st.Action].flat();
+
+/** Every IAM statement attached (inline policies) to the role with this logical ID. */
+export function statementsOfRole(template: Template, roleLogicalId: string): PolicyStatement[] {
+  return Object.values(template.findResources('AWS::IAM::Policy'))
+    .filter((p) => (p.Properties.Roles as unknown[]).some((r) => JSON.stringify(r) === JSON.stringify({ Ref: roleLogicalId })))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement as PolicyStatement[]);
+}
+
+export interface InboxFunctionView {
+  description: string;
+  environment: Record<string, unknown>;
+  /** The IAM statements of the function's execution role. */
+  statements: PolicyStatement[];
+}
+
+/** The project's functions (description "Kafka inbox…") with their environment and their role's statements. */
+export function inboxFunctions(template: Template): InboxFunctionView[] {
+  return Object.values(template.findResources('AWS::Lambda::Function'))
+    .map((f) => f.Properties)
+    .filter((p) => String(p.Description ?? '').startsWith('Kafka inbox'))
+    .map((p) => ({
+      description: String(p.Description),
+      environment: p.Environment.Variables,
+      statements: statementsOfRole(template, (p.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]),
+    }));
+}
+
+/** The database users a set of statements may `rds-db:connect` as (the ARN's last segment), with the ARNs. */
+export function databaseUsersOf(statements: PolicyStatement[]): { users: string[]; resources: string[] } {
+  const resources = statements
+    .filter((st) => st.Effect === 'Allow' && actionsOf(st).includes('rds-db:connect'))
+    .flatMap((st) => [st.Resource].flat())
+    .map((r) => JSON.stringify(r));
+  const users = resources.map((r) => /\/([a-z_]+)"\]\]\}$|\/([a-z_]+)"$/.exec(r)).map((m) => m?.[1] ?? m?.[2] ?? '?');
+  return { users: [...new Set(users)].sort(), resources };
+}

@@ -1,7 +1,8 @@
 /**
  * The functions as they ship: each handler bundled with the CDK app's esbuild settings
- * (ESM, minified, AWS SDK external), then imported and invoked in a fresh Node.js process
- * against a real database — configured only through its environment, as in Lambda.
+ * (ESM, minified, AWS SDK clients external), then imported and invoked in a fresh Node.js
+ * process against a real database — configured only through its environment, as in
+ * Lambda, and connected as its own database role (the migration function as the owner).
  * Catches what unit tests cannot: module-format and bundling problems, cold-start
  * configuration, and the migration function finding its bundled SQL files.
  */
@@ -11,8 +12,10 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
+import { DatabaseRoles, ingestRoleOf, RUNTIME_ROLES, type DatabaseRole } from '../../functions/lib/database-roles';
+import { getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
@@ -54,7 +57,25 @@ beforeAll(async () => {
 
 afterAll(() => rm(outDir, { recursive: true, force: true }));
 
-async function invoke(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = db.url): Promise<any> {
+// Each test starts from empty tables: the functions' rows of one test are not another's.
+beforeEach(async () => {
+  await db.sql`
+    truncate integration.consumer_inbox, integration.consumer_raw_poison, read_model.case_summary,
+             case_core.sla_obligation, public.notification_jobs`;
+});
+
+/** The role each bundled function connects as in AWS (the ingest's depends on its consumer's mode). */
+function roleOf(fn: Exclude<Fn, 'migrate'>, env: Record<string, string>): DatabaseRole {
+  if (fn === 'ingest') return ingestRoleOf(getConsumer(env.CONSUMER_NAME ?? ''));
+  return DatabaseRoles[fn];
+}
+
+async function invoke(
+  fn: Fn,
+  event: unknown,
+  env: Record<string, string>,
+  databaseUrl = fn === 'migrate' ? db.url : db.urlAs(roleOf(fn, env)),
+): Promise<any> {
   const { stdout } = await run(
     process.execPath,
     [`${root}test/db/fixtures/invoke-bundle.mjs`, `${outDir}/${fn}/index.mjs`, JSON.stringify(event), '60000', `req-${fn}`],
@@ -92,6 +113,11 @@ describe('the bundled functions', () => {
       const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0 });
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });
+      // Database-level privileges are not copied to clones, so they are checked here, on a database the migrations made.
+      const [temp] = await admin<{ roles: string[] }[]>`
+        select array(select r from unnest(${[...RUNTIME_ROLES]}::text[]) as r
+                     where has_database_privilege(r, ${name}, 'TEMPORARY') or has_database_privilege(r, ${name}, 'CREATE')) as roles`;
+      expect(temp).toEqual({ roles: [] });
     } finally {
       await admin.unsafe(`drop database if exists "${name}" with (force)`);
       await admin.end();
@@ -131,6 +157,18 @@ describe('the bundled functions', () => {
     ]);
 
     expect(await invoke('reaper', { source: 'schedule' }, {})).toEqual({ released: 0, quarantined: 0, purged: 0 });
+
+    // An inline consumer's ingest processes in its own transaction, as inbox_ingest_inline.
+    const payment = mskEvent([
+      mskRecord({
+        topic: 'payment.completed',
+        partition: 0,
+        offset: 3,
+        value: { event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b', event_type: 'payment.completed', event_version: 1, org_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f', aggregate_id: 'pay_b1', occurred_at: '2026-07-03T09:15:30Z', payload: { amount: 1 } },
+      }),
+    ]);
+    expect(await invoke('ingest', payment, { CONSUMER_NAME: 'notification-service' })).toEqual({ batchItemFailures: [] });
+    expect(await db.sql`select source_event_id from public.notification_jobs`).toEqual([{ source_event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b' }]);
 
     const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
@@ -174,7 +212,7 @@ describe('the bundled functions', () => {
   });
 
   it('a function with a bad configuration fails its cold start naming the variable', async () => {
-    await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' })).rejects.toMatchObject({
+    await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest))).rejects.toMatchObject({
       stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
     });
   });

@@ -2,20 +2,31 @@
  * Per-test-file databases cloned from the migrated template made by the global setup.
  *
  *   const db = await useTestDatabase();   // in a describe / at file top level
- *   db.sql`...`, db.url                     // a postgres.js client and its URL
+ *   db.sql`...`, db.url                     // the owner's client (arrange, assert) and its URL
+ *   db.as(DatabaseRoles.worker)             // a client as a function's own role: the code under test
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, inject } from 'vitest';
 import { TYPES, type Sql } from '../../functions/lib/db';
+import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { withDatabase } from '../../tools/database-url';
+import { roleUrl } from '../../tools/database-roles';
 
 export interface TestDatabase {
   name: string;
+  /** The owner's (the migration runner's) URL and client: for arranging and asserting. */
   url: string;
   sql: Sql;
-  /** A further client on the same database (e.g. to simulate a second Lambda container). */
-  client(options?: postgres.Options<{}>): Sql;
+  /**
+   * A further client on the same database (e.g. to simulate a second Lambda container),
+   * as the owner or, with `role`, as a function's own database role.
+   */
+  client(options?: postgres.Options<{}> & { role?: DatabaseRole }): Sql;
+  /** The client a function connects with: as its own role, so that a missing grant fails the test (one per role, kept). */
+  as(role: DatabaseRole): Sql;
+  /** The connection string of a function's role (for a function run in its own process). */
+  urlAs(role: DatabaseRole): string;
   drop(): Promise<void>;
 }
 
@@ -49,19 +60,28 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     await admin.end();
   }
   const url = withDatabase(adminUrl, name);
+  const urlAs = (role: DatabaseRole) => roleUrl(adminUrl, role, name);
   const clients: postgres.Sql[] = [];
-  const client = (options: postgres.Options<{}> = {}): Sql => {
-    const c = postgres(url, { max: 10, onnotice: () => {}, types: TYPES, ...options });
+  const client = ({ role, ...options }: postgres.Options<{}> & { role?: DatabaseRole } = {}): Sql => {
+    const c = postgres(role === undefined ? url : urlAs(role), { max: 10, onnotice: () => {}, types: TYPES, ...options });
     clients.push(c);
     return c as unknown as Sql;
   };
   const sql = client();
+  const byRole = new Map<DatabaseRole, Sql>();
+  const as = (role: DatabaseRole): Sql => {
+    let c = byRole.get(role);
+    if (c === undefined) byRole.set(role, (c = client({ role })));
+    return c;
+  };
   let dropped = false;
   return {
     name,
     url,
     sql,
     client,
+    as,
+    urlAs,
     async drop() {
       if (dropped) return;
       dropped = true;

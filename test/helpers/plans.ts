@@ -4,6 +4,7 @@
  */
 import { expect } from 'vitest';
 import type { Sql } from '../../functions/lib/db';
+import type { DatabaseRole } from '../../functions/lib/database-roles';
 import type { TestDatabase } from './db';
 import { insertInboxRows } from './factories';
 
@@ -13,10 +14,11 @@ interface Captured {
 }
 
 /** Run `act` on a client that records every statement it sends, and return them. */
-async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>): Promise<Captured[]> {
+async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, role?: DatabaseRole): Promise<Captured[]> {
   const captured: Captured[] = [];
   const sql = db.client({
     max: 1,
+    ...(role !== undefined ? { role } : {}),
     debug: (_connection, query, parameters) => captured.push({ query, parameters: [...(parameters as unknown[])] }),
   });
   try {
@@ -49,8 +51,13 @@ async function planOf(db: TestDatabase, statement: Captured): Promise<PlanNode[]
 const TABLES = ['consumer_inbox', 'consumer_raw_poison'];
 
 /** Every statement `act` sends reads the inbox and poison tables through indexes, these among them. */
-export async function expectIndexOnly(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, indexes: string[]): Promise<void> {
-  const statements = await capture(db, act);
+export async function expectIndexOnly(
+  db: TestDatabase,
+  act: (sql: Sql) => Promise<unknown>,
+  indexes: string[],
+  role?: DatabaseRole,
+): Promise<void> {
+  const statements = await capture(db, act, role);
   expect(statements.length).toBeGreaterThan(0);
   const used = new Set<string>();
   for (const statement of statements) {

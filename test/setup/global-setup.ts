@@ -9,6 +9,7 @@ import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/mig
 import type { Sql } from '../../functions/lib/db';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../tools/embedded-postgres';
 import { withDatabase } from '../../tools/database-url';
+import { prepareRoleLogins } from '../../tools/database-roles';
 
 declare module 'vitest' {
   export interface ProvidedContext {
@@ -35,6 +36,8 @@ export default async function setup(project: TestProject): Promise<() => Promise
   } finally {
     await tpl.end();
   }
+  // The functions' roles (created by the migrations, server-wide) log in by password where the server needs one.
+  await prepareRoleLogins(admin as unknown as Sql, adminUrl);
 
   project.provide('dbAdminUrl', adminUrl);
   project.provide('dbTemplate', template);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULTS, parseConfig, requireConsumerName } from '../../functions/lib/config';
 import { getConsumer } from '../../functions/consumers';
+import { IAM } from './iam-env';
 
 const LOCAL = { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' };
 
@@ -68,12 +69,12 @@ describe('parseConfig', () => {
   });
 
   it('names a missing database variable', () => {
-    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\) or DB_SECRET_ARN/);
+    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\), DB_IAM_USER \(AWS\) or DB_SECRET_ARN/);
   });
 
   it('refuses both DATABASE_URL and DB_SECRET_ARN', () => {
     const error = errorOf(() => parseConfig({ ...LOCAL, DB_SECRET_ARN: 'arn:aws:secretsmanager:x' }));
-    expect(error.message).toMatch(/DB_SECRET_ARN: set DATABASE_URL or DB_SECRET_ARN, not both/);
+    expect(error.message).toMatch(/DB_SECRET_ARN: set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DATABASE_URL and DB_SECRET_ARN/);
   });
 
   it.each([
@@ -107,5 +108,35 @@ describe('consumer selection', () => {
   it('names an unknown consumer and lists the known ones', () => {
     const error = errorOf(() => getConsumer('case-projector'));
     expect(error.message).toMatch(/CONSUMER_NAME: unknown consumer "case-projector" \(known: case-projection, case-sla, notification-service\)/);
+  });
+});
+
+describe('IAM database authentication: configuration', () => {
+  it('reads the role, endpoint, database and region', () => {
+    const { database } = parseConfig(IAM);
+    expect(database).toMatchObject({
+      iam: { user: 'inbox_worker', region: 'eu-west-1' },
+      hostOverride: IAM.DB_HOST,
+      port: 5432,
+      name: 'inbox',
+    });
+    expect(database.secretArn).toBeUndefined();
+  });
+
+  it('needs the endpoint, database and region, and names each missing one', () => {
+    const message = errorOf(() => parseConfig({ DB_IAM_USER: 'inbox_worker' })).message;
+    for (const name of ['DB_HOST', 'DB_NAME', 'AWS_REGION']) expect(message).toContain(`${name}: required with DB_IAM_USER`);
+  });
+
+  it('refuses TLS that does not verify the server: the token is a credential', () => {
+    expect(errorOf(() => parseConfig({ ...IAM, DB_SSL: 'require' })).message).toContain(
+      'DB_SSL: must be verify-full with DB_IAM_USER',
+    );
+  });
+
+  it('refuses a second way to connect beside it', () => {
+    expect(errorOf(() => parseConfig({ ...IAM, DB_SECRET_ARN: 'arn:aws:secretsmanager:eu-west-1:1:secret:x' })).message).toContain(
+      'set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DB_SECRET_ARN and DB_IAM_USER',
+    );
   });
 });

@@ -14,6 +14,7 @@
  */
 import type { ConsumerDeclaration, EventHandler, HandlerTable, InboxEvent, RetryPolicy } from '../../functions/consumers/types';
 import type { Queryable, TransactionSql } from '../../functions/lib/db';
+import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { NonRetryableError, RetryableError } from '../../functions/lib/errors';
 import { INJECTED, type Fault } from './generator';
 
@@ -34,7 +35,11 @@ export const LOCAL_RETRY: RetryPolicy = {
   versionGapMaxWaitSeconds: 600,
 };
 
-/** The run's own scratch schema: the effects ledger and the SQLSTATE raiser. Not part of the product schema. */
+/**
+ * The run's own scratch schema: the effects ledger and the SQLSTATE raiser. Not part of the
+ * product schema; the wrapped handlers write it, so the roles that run handlers (the worker,
+ * an inline consumer's ingest) get what they use, as a consumer's migration would grant it.
+ */
 export async function prepareLedger(sql: Queryable): Promise<void> {
   await sql`create schema if not exists local_run`;
   await sql`
@@ -55,6 +60,12 @@ export async function prepareLedger(sql: Queryable): Promise<void> {
     end
     $$`;
   await sql`truncate local_run.applied_effect`;
+  for (const role of [DatabaseRoles.worker, DatabaseRoles.ingestInline]) {
+    await sql`grant usage on schema local_run to ${sql(role)}`;
+    await sql`grant insert on local_run.applied_effect to ${sql(role)}`;
+    await sql`grant usage on sequence local_run.applied_effect_effect_id_seq to ${sql(role)}`;
+    await sql`grant execute on function local_run.fail(text) to ${sql(role)}`;
+  }
 }
 
 /** Is this call (attempt) one the fault makes fail? */

@@ -1,7 +1,8 @@
 /**
  * runLocal(): the whole system on one machine, end to end through the real functions.
  *
- *   database      an embedded PostgreSQL (or the one given), migrated by the one runner
+ *   database      an embedded PostgreSQL (or the one given), migrated by the one runner;
+ *                 each function connects as its own database role (tools/database-roles.ts)
  *   stream        tools/local/generator.ts: case events and payments, with duplicates,
  *                 poison, contract violations, out-of-order versions and a fault plan
  *   ingest        the real ingest handler of each consumer (createIngestHandler), fed by a
@@ -29,6 +30,8 @@ import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/mig
 import { MetricNames } from '../../functions/lib/metric-names';
 import { runOnce } from '../../functions/reaper/reaper';
 import { newOwnerId, runWorker } from '../../functions/worker/run-worker';
+import { DatabaseRoles, ingestRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
 import { prepareLedger, withFaults } from './faults';
@@ -53,8 +56,8 @@ export interface LocalRunResult {
   consumers: ConsumerSummary[];
   stream: GeneratedStream['counts'];
   elapsedMs: number;
-  /** With options.keep: the database, still running. stop() ends an embedded one. */
-  kept?: { url: string; embedded: boolean; stop(): Promise<void> };
+  /** With options.keep: the database, still running (the owner's URL, and inbox_ops's for `npm run ops`). stop() ends an embedded one. */
+  kept?: { url: string; opsUrl: string; embedded: boolean; stop(): Promise<void> };
 }
 
 /**
@@ -148,11 +151,16 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       clients.push(c);
       return c;
     };
+    // The run's own client (migrations, observation, checks) is the owner; every function
+    // connects as its own role, as in AWS, so a grant it lacks fails the run.
     const admin = await client(2);
     const migrated = await migrate(admin, await loadMigrations(MIGRATIONS_DIR));
     out.write(`Migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already applied.\n`);
     await assertEmpty(admin);
+    await prepareRoleLogins(admin, url);
     await prepareLedger(admin);
+    const adminUrl = url;
+    const as = (role: DatabaseRole, poolMax: number) => client(poolMax, { url: roleUrl(adminUrl, role) });
 
     const stream = generateStream(options);
     out.write(`${describeStream(stream, options)}\n`);
@@ -181,7 +189,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       for (const name of names) {
         const consumer = consumers.get(name)!;
         const deps = { consumer, config, logger: logger('ingest', name), metrics: new TallyMetrics(tally, name) };
-        const live = createIngestHandler({ ...deps, sql: await client(options.pollers) });
+        const live = createIngestHandler({ ...deps, sql: await as(ingestRoleOf(consumer), options.pollers) });
         const dead = createIngestHandler({ ...deps, sql: await client(1, { url: unreachableUrl, connectTimeoutSeconds: 1 }) });
         const context = () => ({ awsRequestId: randomUUID() });
         mappings.push({
@@ -229,7 +237,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     }
     const pendingCrashTotal = () => [...pendingCrashes.values()].reduce((a, b) => a + b, 0);
     const mappingsDoneFor = (name: string) => mappings.filter((m) => m.consumer === name).every((m) => m.mapping.done);
-    const crashSql = await client(1);
+    const crashSql = await as(DatabaseRoles.worker, 1);
     let crashesHappened = 0;
     /** True while this consumer's workers must wait for its planned crash. */
     const crashFirst = async (name: string): Promise<boolean> => {
@@ -258,7 +266,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
     // Workers: each loop is one scheduled function, invoked every tick with a fresh budget.
     for (const [name, consumer] of consumers) {
-      const sql = await client(options.workers + 1);
+      const sql = await as(DatabaseRoles.worker, options.workers + 1);
       const deps = { sql, consumer, config, logger: logger('worker', name), metrics: new TallyMetrics(tally, name) };
       for (let i = 0; i < options.workers; i++) {
         background.push(
@@ -287,7 +295,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // Reaper: one loop for all consumers.
     const reaped = new Map<string, number>(consumerNames.map((c) => [c, 0]));
     const reaperQuarantined = new Map<string, number>(consumerNames.map((c) => [c, 0]));
-    const reaperSql = await client(1);
+    const reaperSql = await as(DatabaseRoles.reaper, 1);
     const reaperLogger = logger('reaper');
     const reaperMetrics = new TallyMetrics(tally);
     background.push(
@@ -424,7 +432,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     if (options.keep) {
       const stop = stopEmbedded ?? (async () => {});
       stopEmbedded = undefined;
-      keptResult = { url, embedded: io.databaseUrl === undefined, stop };
+      keptResult = { url, opsUrl: roleUrl(url, DatabaseRoles.ops), embedded: io.databaseUrl === undefined, stop };
     }
     return {
       ok: failed.length === 0,

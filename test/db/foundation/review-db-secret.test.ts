@@ -54,7 +54,7 @@ describe('createSql with a Secrets Manager secret', () => {
   it('connects with the secret of the cluster', async () => {
     const u = new URL(db.url);
     const secret = JSON.stringify({ host: u.hostname, port: Number(u.port), username: decodeURIComponent(u.username), password: decodeURIComponent(u.password), dbname: u.pathname.slice(1) });
-    const sql = await createSql(config, async () => secret);
+    const sql = await createSql(config, { readSecret: async () => secret });
     try {
       const [row] = await sql<{ db: string }[]>`select current_database() as db`;
       expect(row!.db).toBe(u.pathname.slice(1));
@@ -67,7 +67,7 @@ describe('createSql with a Secrets Manager secret', () => {
     ['a plaintext password', 'hunter2-plaintext-password'],
     ['truncated JSON', '{"username":"app","password":"hunter2-truncated'],
   ])('refuses %s without quoting it', async (_, secret) => {
-    const error = await failureOf(createSql(config, async () => secret));
+    const error = await failureOf(createSql(config, { readSecret: async () => secret }));
 
     expect(error.name).toBe('ConfigError');
     expect(error.message).toContain(SECRET_ARN);

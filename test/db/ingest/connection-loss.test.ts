@@ -14,7 +14,7 @@ import type { KafkaBatchResponse } from '../../../functions/ingest/types';
 import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
-import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, PAYMENT_TOPIC, paymentCompleted, poisonRows, truncateAll } from './support';
+import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, ingestRole, PAYMENT_TOPIC, paymentCompleted, poisonRows, truncateAll } from './support';
 
 const db = await useTestDatabase();
 /** The test's own connection: holds the locks and terminates the ingest's backend. */
@@ -74,7 +74,7 @@ describe('the ingest backend terminated mid-batch', () => {
       mskRecord({ topic: CASE_TOPIC, partition: 2, offset: 3, value: 'not json' }),
     ]);
     // One connection, like a Lambda container: the redelivery must reconnect on it.
-    const ingest = ingestFor(db.client({ max: 1 }), 'case-projection');
+    const ingest = ingestFor(db.client({ max: 1, role: ingestRole('case-projection') }), 'case-projection');
     await gateInboxInserts();
 
     const held = await admin.reserve();
@@ -115,7 +115,7 @@ describe('the ingest backend terminated mid-batch', () => {
       mskRecord({ topic: PAYMENT_TOPIC, partition: 4, offset: 2, value: events[2] }),
       mskRecord({ topic: PAYMENT_TOPIC, partition: 4, offset: 3, value: 'not json' }),
     ]);
-    const ingest = ingestFor(db.client({ max: 1 }), 'notification-service');
+    const ingest = ingestFor(db.client({ max: 1, role: ingestRole('notification-service') }), 'notification-service');
 
     const held = await admin.reserve();
     let settled;
@@ -159,11 +159,12 @@ describe('the ingest backend terminated mid-batch', () => {
       mskRecord({ topic: PAYMENT_TOPIC, partition: 1, offset: 20, value: events[0] }),
       mskRecord({ topic: PAYMENT_TOPIC, partition: 1, offset: 21, value: events[1] }),
     ]);
-    const ingest = ingestFor(db.client({ max: 1 }), 'notification-service');
+    const ingest = ingestFor(db.client({ max: 1, role: ingestRole('notification-service') }), 'notification-service');
     // The second job waits for GATE: the first handler has completed (its job is visible
-    // to its own transaction) when the backend is terminated.
+    // to its own transaction) when the backend is terminated. SECURITY DEFINER: the test's
+    // gate reads the jobs, which the ingest role itself may not.
     await db.sql.unsafe(`
-      create function public.gate_for_test() returns trigger language plpgsql as $$
+      create function public.gate_for_test() returns trigger language plpgsql security definer as $$
       begin
         if exists (select 1 from public.notification_jobs) then perform pg_advisory_xact_lock(${GATE}); end if;
         return new;

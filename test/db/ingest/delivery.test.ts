@@ -2,7 +2,7 @@ import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
 import { freePort } from '../../../tools/embedded-postgres';
 import { batchItemFailure, mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';
-import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, poisonRows, truncateAll } from './support';
+import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, ingestRole, poisonRows, truncateAll } from './support';
 import postgres from 'postgres';
 import { TYPES, type Sql } from '../../../functions/lib/db';
 
@@ -17,7 +17,7 @@ function batch(count: number, partitions: number) {
 describe('redelivery', () => {
   it('stores one row per event when four invocations (four containers) deliver the same batch at once', async () => {
     const event = mskEvent(batch(400, 4));
-    const containers = [0, 1, 2, 3].map(() => ingestFor(db.client({ max: 2 }), 'case-projection'));
+    const containers = [0, 1, 2, 3].map(() => ingestFor(db.client({ max: 2, role: ingestRole('case-projection') }), 'case-projection'));
 
     const reports = await Promise.all(containers.map((ingest) => ingest(event)));
 
@@ -32,9 +32,9 @@ describe('redelivery', () => {
   it('gives each consumer of the topic its own row for the same event', async () => {
     const event = mskEvent([mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 1, value: caseAccepted('evt-shared') })]);
 
-    await ingestFor(db.sql, 'case-projection')(event);
-    await ingestFor(db.sql, 'case-sla')(event);
-    await ingestFor(db.sql, 'case-sla')(event);
+    await ingestFor(db, 'case-projection')(event);
+    await ingestFor(db, 'case-sla')(event);
+    await ingestFor(db, 'case-sla')(event);
 
     expect((await inboxRows(db.sql)).map((r) => [r.consumer_name, r.event_id, r.status])).toEqual([
       ['case-projection', 'evt-shared', 'RECEIVED'],
@@ -70,7 +70,7 @@ describe('an unreachable database', () => {
     ]);
     expect(await inboxRows(db.sql)).toEqual([]);
 
-    const back = ingestFor(db.sql, 'case-projection');
+    const back = ingestFor(db, 'case-projection');
     const first = await back(event);
     const second = await back(event);
 
@@ -83,7 +83,7 @@ describe('an unreachable database', () => {
   it('reports the batch when a statement times out (57014), storing none of it', async () => {
     // Another session holds the unique key of one event of the batch: the insert waits on it.
     const blocker = db.client({ max: 1 });
-    const timingOut = db.client({ max: 1, connection: { statement_timeout: 300 } });
+    const timingOut = db.client({ max: 1, role: ingestRole('case-projection'), connection: { statement_timeout: 300 } });
     const event = mskEvent(batch(20, 2));
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
@@ -112,7 +112,7 @@ describe('an unreachable database', () => {
 describe('a large batch', () => {
   it('stores 5,000 records over 8 partitions in a constant number of statements', async () => {
     let statements = 0;
-    const counted = db.client({ max: 1, debug: () => void statements++ });
+    const counted = db.client({ max: 1, role: ingestRole('case-projection'), debug: () => void statements++ });
     const ingest = ingestFor(counted, 'case-projection');
     const small = mskEvent([
       ...spreadRecords({ topic: CASE_TOPIC, partitions: 8, count: 16, firstOffset: 0, value: (n) => caseAccepted(`small-${n}`) }),
@@ -139,7 +139,7 @@ describe('a large batch', () => {
 describe('a batch without poison', () => {
   it('is one statement, however large, and every row gets its own record payload and headers', async () => {
     let statements = 0;
-    const counted = db.client({ max: 1, debug: () => void statements++ });
+    const counted = db.client({ max: 1, role: ingestRole('case-projection'), debug: () => void statements++ });
     const ingest = ingestFor(counted, 'case-projection');
     await ingest(mskEvent([mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 0, value: caseAccepted('evt-first') })])); // connects: type fetch
     // Payloads of different lengths, with what JSON and the envelope split must carry through:

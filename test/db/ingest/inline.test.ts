@@ -6,7 +6,7 @@ import { defineHandler, type ConsumerDeclaration } from '../../../functions/cons
 import { RetryableError } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';
-import { ingestFor, PAYMENT_TOPIC, paymentCompleted, truncateAll } from './support';
+import { ingestFor, ingestRole, PAYMENT_TOPIC, paymentCompleted, truncateAll } from './support';
 
 const db = await useTestDatabase();
 
@@ -38,8 +38,8 @@ describe('inline mode (notification-service)', () => {
   it('processes new rows in the ingest transaction: one job per event however often it is delivered', async () => {
     const events = Array.from({ length: 12 }, () => paymentCompleted());
     const event = mskEvent(spreadRecords({ topic: PAYMENT_TOPIC, partitions: 3, count: 12, value: (n) => events[n]! }));
-    const ingest = ingestFor(db.sql, 'notification-service');
-    const otherContainer = ingestFor(db.client({ max: 2 }), 'notification-service');
+    const ingest = ingestFor(db, 'notification-service');
+    const otherContainer = ingestFor(db.client({ max: 2, role: ingestRole('notification-service') }), 'notification-service');
 
     const concurrent = await Promise.all([ingest(event), otherContainer(event)]);
     const later = await ingest(event);
@@ -60,7 +60,7 @@ describe('inline mode (notification-service)', () => {
 
   it('treats an uppercase event_id as the same event', async () => {
     const id = randomUUID();
-    const ingest = ingestFor(db.sql, 'notification-service');
+    const ingest = ingestFor(db, 'notification-service');
 
     await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted(id) })]));
     await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 2, value: paymentCompleted(id.toUpperCase()) })]));
@@ -75,7 +75,7 @@ describe('inline mode (notification-service)', () => {
       mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 10, value: noTenant }),
       mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 11, value: next }),
     ]);
-    const ingest = ingestFor(db.sql, 'notification-service');
+    const ingest = ingestFor(db, 'notification-service');
 
     const report = await ingest(event);
     const again = await ingest(event);
@@ -111,7 +111,7 @@ describe('inline mode (notification-service)', () => {
     };
     const e = paymentCompleted();
     const event = mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 3, value: e })]);
-    const ingest = ingestFor(db.sql, flaky);
+    const ingest = ingestFor(db, flaky);
 
     const report = await ingest(event);
     await ingest(event);

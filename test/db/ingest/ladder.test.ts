@@ -43,7 +43,7 @@ describe('the store ladder', () => {
       mskRecord({ topic: CASE_TOPIC, partition: 1, offset: 9, value: 'not json' }),
     ]);
 
-    const report = await ingestFor(db.sql, 'case-projection')(event);
+    const report = await ingestFor(db, 'case-projection')(event);
 
     expect(report).toMatchObject({ strategy: 'poison-all', inserted: 0, poisoned: 2, response: { batchItemFailures: [] } });
     expect(await inboxRows(db.sql)).toEqual([]);
@@ -57,7 +57,7 @@ describe('the store ladder', () => {
     await refuse('consumer_inbox', 'processing');
     const e = paymentCompleted();
 
-    const report = await ingestFor(db.sql, 'notification-service')(
+    const report = await ingestFor(db, 'notification-service')(
       mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 4, value: e })]),
     );
 
@@ -74,7 +74,7 @@ describe('the store ladder', () => {
       mskRecord({ topic: CASE_TOPIC, partition: 2, offset: 5, value: caseAccepted() }),
     ]);
 
-    const report = await ingestFor(db.sql, 'case-projection')(event);
+    const report = await ingestFor(db, 'case-projection')(event);
 
     expect(report.strategy).toBeNull();
     expect(report.response.batchItemFailures).toEqual([batchItemFailure(CASE_TOPIC, 0, 1), batchItemFailure(CASE_TOPIC, 2, 5)]);

@@ -6,7 +6,7 @@ import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, poisonRows, truncateAll
 
 const db = await useTestDatabase();
 const MAX = 4096;
-const ingest = ingestFor(db.sql, 'case-projection', MAX);
+const ingest = ingestFor(db, 'case-projection', MAX);
 
 beforeEach(() => truncateAll(db.sql));
 

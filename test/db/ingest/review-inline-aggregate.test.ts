@@ -18,6 +18,9 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.inline_applied (seq bigserial primary key, event_id text not null)`;
+// A consumer's own table: its (inline) ingest role gets what the handler writes, as a migration would grant it.
+await sql`grant insert on public.inline_applied to inbox_ingest_inline`;
+await sql`grant usage on sequence public.inline_applied_seq_seq to inbox_ingest_inline`;
 
 beforeEach(async () => {
   await truncateAll(sql);
@@ -66,7 +69,7 @@ describe('inline processing and the aggregate', () => {
     });
     const next = paymentCompleted(undefined, { aggregate_id: aggregate });
 
-    const report = await ingestFor(sql, recording)(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: next })]));
+    const report = await ingestFor(db, recording)(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: next })]));
 
     expect(report).toMatchObject({ inserted: 1, processed: 0, response: { batchItemFailures: [] } });
     expect(await applied()).toEqual([]);
@@ -78,7 +81,7 @@ describe('inline processing and the aggregate', () => {
     const aggregate = randomUUID();
     const first = paymentCompleted(undefined, { aggregate_id: aggregate, payload: { fail: true } });
     const second = paymentCompleted(undefined, { aggregate_id: aggregate });
-    const ingest = ingestFor(sql, recording);
+    const ingest = ingestFor(db, recording);
 
     await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: first })]));
     const report = await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 2, value: second })]));
@@ -99,7 +102,7 @@ describe('inline processing and the aggregate', () => {
       mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 12, value: other }),
     ]);
 
-    const report = await ingestFor(sql, recording)(event);
+    const report = await ingestFor(db, recording)(event);
 
     expect(report).toMatchObject({ inserted: 3, processed: 2, response: { batchItemFailures: [] } });
     expect((await applied()).sort()).toEqual([events[0]!.event_id, other.event_id].sort());

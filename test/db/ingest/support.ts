@@ -7,6 +7,8 @@ import type { ConsumerDeclaration } from '../../../functions/consumers/types';
 import { createIngest, type IngestReport } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import type { Queryable, Sql } from '../../../functions/lib/db';
+import { ingestRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import type { TestDatabase } from '../../helpers/db';
 
 export const CASE_TOPIC = 'regulatory.case.events.v1';
 export const PAYMENT_TOPIC = 'payment.completed';
@@ -50,15 +52,26 @@ export function quiet(): { logger: Logger; metrics: Metrics } {
 
 let requests = 0;
 
-/** An ingest for `consumer` on `sql`; call it like the Lambda runtime would. */
+const declaration = (consumer: string | ConsumerDeclaration) => (typeof consumer === 'string' ? getConsumer(consumer) : consumer);
+
+/** The database role the consumer's ingest function connects as. */
+export function ingestRole(consumer: string | ConsumerDeclaration): DatabaseRole {
+  return ingestRoleOf(declaration(consumer));
+}
+
+/**
+ * An ingest for `consumer`; call it like the Lambda runtime would. Given the test database,
+ * it connects as the consumer's ingest role, as the function does; given a client, on that
+ * client (make it with `db.client({ role: ingestRole(consumer), … })`).
+ */
 export function ingestFor(
-  sql: Sql,
+  target: Sql | TestDatabase,
   consumer: string | ConsumerDeclaration,
   maxPayloadBytes = 256 * 1024,
 ): (event: KafkaEvent) => Promise<IngestReport> {
   const ingest = createIngest({
-    sql,
-    consumer: typeof consumer === 'string' ? getConsumer(consumer) : consumer,
+    sql: 'as' in target ? target.as(ingestRole(consumer)) : target,
+    consumer: declaration(consumer),
     config: { maxPayloadBytes },
     ...quiet(),
   });

@@ -3,6 +3,7 @@ import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const root = fileURLToPath(new URL('../../../', import.meta.url));
@@ -13,7 +14,7 @@ interface Outcome {
   stderr: string;
 }
 
-/** `npm run ops -- …` as a child process, against this file's database and nothing else from our env. */
+/** `npm run ops -- …` as a child process, as inbox_ops on this file's database, and nothing else from our env. */
 function ops(...args: string[]): Promise<Outcome> {
   return new Promise((resolve) => {
     execFile(
@@ -21,7 +22,7 @@ function ops(...args: string[]): Promise<Outcome> {
       ['--import', 'tsx', 'functions/ops/cli.ts', ...args],
       {
         cwd: root,
-        env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.url, DB_POOL_MAX: '2' },
+        env: { PATH: process.env.PATH ?? '', DATABASE_URL: db.urlAs(DatabaseRoles.ops), DB_POOL_MAX: '2' },
         timeout: 60_000,
       },
       (error, stdout, stderr) => {

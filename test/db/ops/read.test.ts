@@ -2,9 +2,10 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
 import { isoMinutesAgo, opsDeps, opsError, run } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
-const deps = opsDeps(db.sql);
+const deps = opsDeps(db.as(DatabaseRoles.ops));
 
 beforeEach(async () => {
   await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison`;

@@ -8,9 +8,10 @@ import { insertPoisonRow } from '../../helpers/factories';
 import { ingestFor, PAYMENT_TOPIC, paymentCompleted } from '../ingest/support';
 import { work } from '../worker/support';
 import { allInboxRows, opsDeps, opsError, run } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
-const deps = opsDeps(db.sql);
+const deps = opsDeps(db.as(DatabaseRoles.ops));
 const notificationService = getConsumer('notification-service');
 
 /**

@@ -4,9 +4,10 @@ import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRow, insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { work } from '../worker/support';
 import { allInboxRows, auditRows, inboxRowOf, opsDeps, opsError, quarantinedRow, run } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
-const deps = opsDeps(db.sql);
+const deps = opsDeps(db.as(DatabaseRoles.ops));
 
 beforeEach(async () => {
   await db.sql`truncate integration.consumer_inbox, integration.operator_audit, read_model.case_summary`;

@@ -5,12 +5,13 @@ import { createOpsHandler, runCommand } from '../../../functions/ops/run';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { opsDeps, opsError, schedulerConfig } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const scheduler = new SchedulerClient({ region: 'eu-west-1' });
 const mock = mockClient(scheduler);
 const now = () => new Date('2026-07-03T09:00:00Z');
-const deps = opsDeps(db.sql, { scheduler, now });
+const deps = opsDeps(db.as(DatabaseRoles.ops), { scheduler, now });
 const cli = { source: 'cli' as const, defaultActor: 'alice' };
 const silentLogger = { info() {}, warn() {}, error() {} };
 
@@ -99,7 +100,7 @@ describe('schedule-replay', () => {
   it('in the ops Lambda, targets the function itself (its unqualified ARN from the context)', async () => {
     await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
     mock.on(CreateScheduleCommand).resolves({});
-    const lambdaDeps = opsDeps(db.sql, { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
+    const lambdaDeps = opsDeps(db.as(DatabaseRoles.ops), { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
     const handler = createOpsHandler(async () => lambdaDeps, silentLogger);
     const response = await handler(
       { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'later', actor: 'bob' },
@@ -112,7 +113,7 @@ describe('schedule-replay', () => {
   });
 
   it('from the CLI, without OPS_FUNCTION_ARN, refuses with NOT_CONFIGURED and creates nothing', async () => {
-    const cliDeps = opsDeps(db.sql, { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
+    const cliDeps = opsDeps(db.as(DatabaseRoles.ops), { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
     const error = await opsError(
       runCommand(cliDeps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'x' }, cli),
       'NOT_CONFIGURED',

@@ -11,6 +11,7 @@ import { runWorker } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';
 import { quietLogger, reap } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const fixture = fileURLToPath(new URL('./fixtures/crashing-worker.ts', import.meta.url));
@@ -34,10 +35,11 @@ describe('reaper: a crashed worker', () => {
   afterAll(() => holder.end());
 
   it("gets its rows back after the lease expires, and a worker then processes each exactly once", async () => {
-    // Every write to the projection is logged; a rolled-back write leaves no entry.
+    // Every write to the projection is logged; a rolled-back write leaves no entry. The log
+    // is the test's instrument (SECURITY DEFINER), not something the worker's role may write.
     await db.sql`create table public.effect_log (case_id text not null, at timestamptz not null default now())`;
     await db.sql`
-      create function public.log_effect() returns trigger language plpgsql as $$
+      create function public.log_effect() returns trigger language plpgsql security definer as $$
       begin insert into public.effect_log (case_id) values (new.case_id); return new; end $$`;
     await db.sql`
       create trigger case_summary_effect after insert or update on read_model.case_summary
@@ -106,11 +108,11 @@ describe('reaper: a crashed worker', () => {
         select count(*)::int as n from integration.consumer_inbox
         where status = 'PROCESSING' and lease_expires_at >= now()`)) === 0,
     );
-    const reaped = await reap(db.sql);
+    const reaped = await reap(db.as(DatabaseRoles.reaper));
     expect(reaped).toMatchObject({ released: rows.length, quarantined: 0 });
 
     const worked = await runWorker({
-      sql: db.sql,
+      sql: db.as(DatabaseRoles.worker),
       consumer: getConsumer('case-projection'),
       config: { worker: { batchSize: 100, safetyMarginMs: 0, leaseSeconds: 60 } },
       logger: quietLogger,

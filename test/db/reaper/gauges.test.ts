@@ -4,6 +4,7 @@ import { MetricNames } from '../../../functions/lib/metric-names';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
 import { MetricsRecorder, reap } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 
@@ -27,7 +28,7 @@ describe('reaper: gauges', () => {
     await insertPoisonRow(db.sql, { consumerName: 'notification-service', topic: 'payment.completed' });
     const metrics = new MetricsRecorder();
 
-    const result = await reap(db.sql, { metrics });
+    const result = await reap(db.as(DatabaseRoles.reaper), { metrics });
 
     // The oracle: the same figures by plain scans of the tables.
     const expected = await db.sql<
@@ -80,11 +81,11 @@ describe('reaper: gauges', () => {
     await insertInboxRows(db.sql, [{ consumerName: 'case-sla', status: 'PROCESSING', leaseExpiresInSeconds: -1 }]);
     const metrics = new MetricsRecorder();
 
-    await reap(db.sql, { metrics });
+    await reap(db.as(DatabaseRoles.reaper), { metrics });
 
     expect(metrics.value('case-sla', MetricNames.StaleLeasesReleased)).toBe(1);
     expect(metrics.value('case-sla', MetricNames.DueDepth)).toBe(1);
-    expect(await readGauges(db.sql, [])).toEqual([]);
+    expect(await readGauges(db.as(DatabaseRoles.reaper), [])).toEqual([]);
   });
 });
 
@@ -102,7 +103,7 @@ describe('reaper: metrics when a step fails', () => {
       for each row execute function refuse_delete();`);
     const metrics = new MetricsRecorder();
 
-    await expect(reap(failing.sql, { metrics })).rejects.toMatchObject({ code: '22023' });
+    await expect(reap(failing.as(DatabaseRoles.reaper), { metrics })).rejects.toMatchObject({ code: '22023' });
 
     const [row] = await failing.sql`select status, error_code from integration.consumer_inbox where status <> 'PROCESSED'`;
     expect(row).toEqual({ status: 'RETRY_PENDING', error_code: 'STALE_PROCESSING_LOCK' });

@@ -3,6 +3,7 @@ import { completeRows } from '../../../functions/inbox/complete';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertInboxRows } from '../../helpers/factories';
 import { reap } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 
@@ -37,7 +38,7 @@ describe('reaper: expired leases', () => {
     const stale = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'crashed', attemptCount: 1, leaseExpiresInSeconds: -5 });
     const live = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'alive', attemptCount: 1, leaseExpiresInSeconds: 120 });
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result).toMatchObject({ released: 1, quarantined: 0 });
     expect(await row(stale.inbox_id)).toMatchObject({
@@ -59,7 +60,7 @@ describe('reaper: expired leases', () => {
     const last = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'crashed', attemptCount: 10, leaseExpiresInSeconds: -1 });
     const notLast = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'crashed', attemptCount: 9, leaseExpiresInSeconds: -1 });
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result).toMatchObject({ released: 1, quarantined: 1 });
     const quarantined = await row(last.inbox_id);
@@ -77,7 +78,7 @@ describe('reaper: expired leases', () => {
   it('fences the old owner out: a worker whose lease was released completes nothing', async () => {
     await clearInbox();
     const stale = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'slow-worker', leaseExpiresInSeconds: -1 });
-    await reap(db.sql);
+    await reap(db.as(DatabaseRoles.reaper));
     const before = await row(stale.inbox_id);
 
     const completed = await completeRows(db.sql, 'slow-worker', [{ inboxId: stale.inbox_id, status: 'PROCESSED' }]);
@@ -94,7 +95,7 @@ describe('reaper: expired leases', () => {
       ...Array.from({ length: 3 }, () => ({ consumerName: 'case-sla', status: 'PROCESSING' as const, leaseExpiresInSeconds: -1 })),
     ]);
 
-    const result = await reap(db.sql, { config: { reaper: { batchSize: 2, safetyMarginMs: 0 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), { config: { reaper: { batchSize: 2, safetyMarginMs: 0 } } });
 
     expect(result).toMatchObject({ released: 8, complete: true });
     expect(result.consumers.map((c) => [c.consumerName, c.released])).toEqual([
@@ -122,7 +123,7 @@ describe('reaper: expired leases', () => {
     });
     try {
       await isLocked;
-      const result = await reap(db.sql);
+      const result = await reap(db.as(DatabaseRoles.reaper));
       expect(result).toMatchObject({ released: 1, complete: true });
       expect((await row(held.inbox_id)).status).toBe('PROCESSING');
       expect((await row(free.inbox_id)).status).toBe('RETRY_PENDING');
@@ -137,7 +138,7 @@ describe('reaper: expired leases', () => {
     await clearInbox();
     const stale = await insertInboxRow(db.sql, { status: 'PROCESSING', leaseExpiresInSeconds: -1 });
 
-    const result = await reap(db.sql, { remainingMs: () => 5_000, config: { reaper: { batchSize: 100, safetyMarginMs: 10_000 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), { remainingMs: () => 5_000, config: { reaper: { batchSize: 100, safetyMarginMs: 10_000 } } });
 
     expect(result).toMatchObject({ released: 0, complete: false });
     expect((await row(stale.inbox_id)).status).toBe('PROCESSING');

@@ -10,6 +10,7 @@ import { releaseExpired } from '../../../functions/inbox/release-expired';
 import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
 import { useTestDatabase } from '../../helpers/db';
 import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 
@@ -20,11 +21,11 @@ describe('reaper: query plans with a large history', () => {
     await expectIndexOnly(db, (sql) => readGauges(sql, ['case-projection', 'case-sla']), [
       'consumer_inbox_quarantine_idx',
       'consumer_raw_poison_created_idx',
-    ]);
+    ], DatabaseRoles.reaper);
   });
 
   it('expired leases: from the in-flight partial index', async () => {
-    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_lease_idx']);
+    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_lease_idx'], DatabaseRoles.reaper);
   });
 
   it('retention: from the finished-row partial index and the poison index', async () => {
@@ -36,6 +37,7 @@ describe('reaper: query plans with a large history', () => {
         await deletePoison(sql, 'case-projection', DEFAULT_RETENTION, 1000);
       },
       ['consumer_inbox_finished_idx', 'consumer_raw_poison_created_idx'],
+      DatabaseRoles.reaper,
     );
   });
 });

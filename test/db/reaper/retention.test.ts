@@ -4,6 +4,7 @@ import type { ConsumerDeclaration } from '../../../functions/consumers/types';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertInboxRows, insertPoisonRow, type InboxRowSpec } from '../../helpers/factories';
 import { reap } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const DAY = 86_400;
@@ -70,7 +71,7 @@ describe('reaper: retention', () => {
     await age(recent.inbox_id, 6);
     await db.sql`update integration.consumer_inbox set error_detail = '{"attempt": 2}' where inbox_id = ${old.inbox_id}`;
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result).toMatchObject({ payloadsPurged: 2, purged: 0 });
     for (const id of [old.inbox_id, oldIgnored.inbox_id]) {
@@ -89,7 +90,7 @@ describe('reaper: retention', () => {
     await clear();
     const row = await insertInboxRow(db.sql, finished({ eventId: 'evt-old-redelivered' }));
     await age(row.inbox_id, 20);
-    await reap(db.sql);
+    await reap(db.as(DatabaseRoles.reaper));
     expect((await find(row.inbox_id))?.payload_purged_at).toBeInstanceOf(Date);
 
     expect(await redeliver('case-projection', 'evt-old-redelivered')).toBe(0);
@@ -111,7 +112,7 @@ describe('reaper: retention', () => {
     await age(pastNeverPurged!.inbox_id, 45);
     await age(insideWindow!.inbox_id, 29, 22);
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result.purged).toBe(2);
     expect(await find(pastPurged!.inbox_id)).toBeUndefined();
@@ -135,7 +136,7 @@ describe('reaper: retention', () => {
       set received_at = now() - interval '400 days',
           quarantined_at = case when status = 'QUARANTINED' then now() - interval '400 days' end`;
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result).toMatchObject({ purged: 0, payloadsPurged: 0 });
     for (const r of rows) {
@@ -148,7 +149,7 @@ describe('reaper: retention', () => {
     const old = await insertPoisonRow(db.sql, { createdSecondsAgo: 31 * DAY });
     const kept = await insertPoisonRow(db.sql, { createdSecondsAgo: 29 * DAY });
 
-    const result = await reap(db.sql);
+    const result = await reap(db.as(DatabaseRoles.reaper));
 
     expect(result.purged).toBe(1);
     const left = await db.sql<{ poison_id: string }[]>`select poison_id from integration.consumer_raw_poison`;
@@ -167,7 +168,7 @@ describe('reaper: retention', () => {
     await insertPoisonRow(db.sql, { consumerName: 'case-sla', createdSecondsAgo: 3 * DAY });
     await insertPoisonRow(db.sql, { consumerName: 'case-projection', createdSecondsAgo: 3 * DAY });
 
-    const result = await reap(db.sql, { consumers: shortLived, config: { reaper: { batchSize: 2, safetyMarginMs: 0 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), { consumers: shortLived, config: { reaper: { batchSize: 2, safetyMarginMs: 0 } } });
 
     expect(result).toMatchObject({ payloadsPurged: 5, purged: 1, complete: true });
     const byConsumer = await db.sql<{ consumer_name: string; purged: number; kept: number }[]>`

@@ -12,11 +12,13 @@ import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimStatement } from '../../../functions/inbox/claim-due';
 import { mskEvent, spreadRecords } from '../../../tools/msk-events';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+const asWorker = db.as(DatabaseRoles.worker);
 const CONSUMER = 'case-projection';
 const LIMIT = 100;
 /**
@@ -52,15 +54,15 @@ function scans(plan: PlanNode): string {
 
 /** One real claim of LIMIT rows under EXPLAIN (ANALYZE, BUFFERS). */
 async function explainClaim(): Promise<{ claimed: number; buffers: number; plan: PlanNode }> {
-  const statement = claimStatement(sql, { consumerName: CONSUMER, owner: `plan-test:${randomUUID()}`, limit: LIMIT, leaseSeconds: 60 });
-  const [row] = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, buffers, format json) ${statement}`;
+  const statement = claimStatement(asWorker, { consumerName: CONSUMER, owner: `plan-test:${randomUUID()}`, limit: LIMIT, leaseSeconds: 60 });
+  const [row] = await asWorker<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, buffers, format json) ${statement}`;
   const plan = row!['QUERY PLAN'][0].Plan;
   return { claimed: plan['Actual Rows'], buffers: plan['Shared Hit Blocks'] + plan['Shared Read Blocks'], plan };
 }
 
 /** Events through the ingest code: `aggregates` cases, `perAggregate` versioned events each, interleaved. */
 async function ingestBacklog(aggregates: number, perAggregate: number): Promise<void> {
-  const ingest = ingestFor(sql, CONSUMER);
+  const ingest = ingestFor(db.as(DatabaseRoles.ingest), CONSUMER);
   const total = aggregates * perAggregate;
   const tag = randomUUID().slice(0, 8);
   const records = spreadRecords({

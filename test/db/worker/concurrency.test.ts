@@ -15,14 +15,19 @@ import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { inboxRow, one, variant, work, workerConfig } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
+// The test's instruments, not the code under test: SECURITY DEFINER, so they record what
+// the worker's role does without needing the worker to be able to write the audit tables.
 await sql.unsafe(`
   -- Every claim (a row becoming PROCESSING) and every application to the domain tables.
   create table public.claim_audit (inbox_id uuid not null, owner text not null);
-  create function public.audit_claim() returns trigger language plpgsql as $$
+  create function public.audit_claim() returns trigger language plpgsql security definer as $$
   begin
     if new.status = 'PROCESSING' and old.status is distinct from 'PROCESSING' then
       insert into public.claim_audit values (new.inbox_id, new.locked_by);
@@ -34,7 +39,7 @@ await sql.unsafe(`
 
   create table public.apply_audit (seq bigserial primary key, tbl text not null, case_id text not null,
                                    version bigint, status text, event_id text);
-  create function public.audit_case_summary() returns trigger language plpgsql as $$
+  create function public.audit_case_summary() returns trigger language plpgsql security definer as $$
   begin
     insert into public.apply_audit (tbl, case_id, version, status, event_id)
     values ('case_summary', new.case_id, new.last_aggregate_version, new.case_status, new.last_event_id);
@@ -42,7 +47,7 @@ await sql.unsafe(`
   end $$;
   create trigger audit_case_summary after insert or update on read_model.case_summary
     for each row execute function public.audit_case_summary();
-  create function public.audit_sla() returns trigger language plpgsql as $$
+  create function public.audit_sla() returns trigger language plpgsql security definer as $$
   begin
     insert into public.apply_audit (tbl, case_id, event_id) values ('sla_obligation', new.case_id, new.source_event_id);
     return new;
@@ -65,7 +70,7 @@ function accepted(consumerName: string, n: number): InboxRowSpec[] {
 
 /** Four workers, each on its own client (its own Lambda container), racing to drain. */
 async function race(consumer: Parameters<typeof work>[1], workers: number, batchSize: number): Promise<void> {
-  const clients: Sql[] = Array.from({ length: workers }, () => db.client({ max: 1 }));
+  const clients: Sql[] = Array.from({ length: workers }, () => db.client({ max: 1, role: DatabaseRoles.worker }));
   // Repeat until drained: a worker stops when everything due belongs to aggregates in flight.
   for (let round = 0; round < 50; round++) {
     await Promise.all(clients.map((c) => work(c, consumer, { config: workerConfig({ batchSize }) })));
@@ -148,7 +153,7 @@ describe('workers racing', () => {
       })),
     ]);
 
-    await work(sql, consumer);
+    await work(asWorker, consumer);
 
     const held = await sql<{ aggregate_version: number; status: string; error_code: string; attempt_count: number; delay: number }[]>`
       select aggregate_version, status, error_code, attempt_count,
@@ -179,7 +184,7 @@ describe('workers racing', () => {
       },
     ]);
 
-    await work(sql, caseProjection);
+    await work(asWorker, caseProjection);
 
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.AGGREGATE_VERSION_GAP });
   });
@@ -190,7 +195,7 @@ describe('workers racing', () => {
       { aggregateId: 'case_old', aggregateVersion: 3, eventType: CASE_STATUS_CHANGED, payload: { caseId: 'case_old', newStatus: 'IN_REVIEW' } },
     ]);
 
-    await work(sql, caseProjection);
+    await work(asWorker, caseProjection);
 
     expect(await inboxRow(sql, row!.inbox_id)).toMatchObject({ status: 'PROCESSED', error_code: null });
     const [c] = await sql<{ case_status: string; last_aggregate_version: number }[]>`
@@ -213,7 +218,7 @@ describe('workers racing', () => {
     ]);
 
     // A window of 4 × 5 = 20 rows: all 50 older rows belong to the aggregate in flight.
-    const claimed = await claimDue(sql, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 5, leaseSeconds: 60 });
+    const claimed = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 5, leaseSeconds: 60 });
 
     expect(claimed.rows.map((r) => r.aggregate_id)).toEqual(['case_cold']);
   });
@@ -225,7 +230,7 @@ describe('workers racing', () => {
       eventType: CASE_STATUS_CHANGED,
       payload: { caseId: 'case_one', newStatus: `S${v}` },
     })));
-    const clients = [db.client({ max: 1 }), db.client({ max: 1 }), db.client({ max: 1 })];
+    const clients = [0, 1, 2].map(() => db.client({ max: 1, role: DatabaseRoles.worker }));
 
     const claims = await Promise.all(
       clients.map((c) => claimDue(c, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 10, leaseSeconds: 60 })),
@@ -238,21 +243,21 @@ describe('workers racing', () => {
 
 describe('fencing on the lease owner', () => {
   const caseRow = (id: string) => ({ aggregateId: id, payload: { caseId: id, acceptedAt: '2026-07-03T09:15:30Z' } });
-  const ctx = (owner: string) => ({ sql, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 });
+  const ctx = (owner: string) => ({ sql: asWorker, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 });
 
   it('a lease taken over makes the first worker’s batch and completion no-ops', async () => {
     const [row] = await insertInboxRows(sql, [caseRow('case_taken')]);
     const first = newOwnerId('first');
     const second = newOwnerId('second');
-    const claimedByFirst = await claimDue(sql, { consumerName: 'case-projection', owner: first, limit: 10, leaseSeconds: 60 });
+    const claimedByFirst = await claimDue(asWorker, { consumerName: 'case-projection', owner: first, limit: 10, leaseSeconds: 60 });
     // The lease expires and the reaper hands the row and its lane back.
     await sql`update integration.consumer_inbox set lease_expires_at = now() - interval '1 second' where inbox_id = ${row!.inbox_id}`;
-    expect(await releaseExpired(sql, 'case-projection', 10, 100)).toHaveLength(1);
-    const claimedBySecond = await claimDue(sql, { consumerName: 'case-projection', owner: second, limit: 10, leaseSeconds: 60 });
+    expect(await releaseExpired(db.as(DatabaseRoles.reaper), 'case-projection', 10, 100)).toHaveLength(1);
+    const claimedBySecond = await claimDue(asWorker, { consumerName: 'case-projection', owner: second, limit: 10, leaseSeconds: 60 });
     expect(claimedBySecond.rows.map((r) => r.inbox_id)).toEqual([row!.inbox_id]);
 
     const report = await processBatch(ctx(first), lanesOf(claimedByFirst));
-    const late = await completeRows(sql, first, [{ inboxId: row!.inbox_id, status: 'PROCESSED' }]);
+    const late = await completeRows(asWorker, first, [{ inboxId: row!.inbox_id, status: 'PROCESSED' }]);
 
     expect(report.lost.map((r) => r.inbox_id)).toEqual([row!.inbox_id]);
     expect(report.completed).toEqual([]);
@@ -269,7 +274,7 @@ describe('fencing on the lease owner', () => {
   it('a batch does not start rows whose lease has expired, even if nobody took them yet', async () => {
     const [row] = await insertInboxRows(sql, [caseRow('case_expired')]);
     const owner = newOwnerId('slow');
-    const claimed = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
+    const claimed = await claimDue(asWorker, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
     await sql`update integration.consumer_inbox set lease_expires_at = now() - interval '1 second' where inbox_id = ${row!.inbox_id}`;
 
     const report = await processBatch(ctx(owner), lanesOf(claimed));
@@ -298,8 +303,8 @@ describe('fencing on the lease owner', () => {
         },
       },
     });
-    const claimed = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 0.3 });
-    const reaper = db.client({ max: 1 });
+    const claimed = await claimDue(asWorker, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 0.3 });
+    const reaper = db.client({ max: 1, role: DatabaseRoles.reaper });
 
     const batch = processBatch({ ...ctx(owner), consumer: slow }, lanesOf(claimed));
     await new Promise((r) => setTimeout(r, 600));

@@ -5,6 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../functions/lib/config';
 import { getSql } from '../../../functions/lib/db';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 
@@ -12,7 +13,7 @@ const db = await useTestDatabase();
 
 describe('worker handler', () => {
   // The one place a test sets the environment: the module reads it at import, as at cold start.
-  process.env.DATABASE_URL = db.url;
+  process.env.DATABASE_URL = db.urlAs(DatabaseRoles.worker);
   process.env.CONSUMER_NAME = 'case-projection';
   process.env.LOG_LEVEL = 'SILENT';
   afterAll(async () => {

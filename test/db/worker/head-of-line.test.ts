@@ -12,11 +12,17 @@ import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
 import { inboxRow, variant, work } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
+// The test consumer's own table: its worker writes it, as a consumer migration would grant.
+await sql`grant insert on public.note_applied to inbox_worker`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;
@@ -65,7 +71,7 @@ describe('head of line per aggregate', () => {
     ]);
     const before = await rowsOf('case_hol');
 
-    const first = await work(sql, caseProjection);
+    const first = await work(asWorker, caseProjection);
 
     expect(first).toMatchObject({ claimed: 1, processed: 1 });
     expect(await inboxRow(sql, other!.inbox_id)).toMatchObject({ status: 'PROCESSED' });
@@ -73,7 +79,7 @@ describe('head of line per aggregate', () => {
     expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({ status: 'RECEIVED', attempt_count: 0, error_code: null });
 
     await sql`update integration.consumer_inbox set next_attempt_at = now() where inbox_id = ${v3!.inbox_id}`;
-    const second = await work(sql, caseProjection);
+    const second = await work(asWorker, caseProjection);
 
     // v3 first (one row of an aggregate per claim), then v4 in the next claim: no gap met.
     expect(second).toMatchObject({ claimed: 2, processed: 2, retried: 0, quarantined: 0 });
@@ -89,12 +95,12 @@ describe('head of line per aggregate', () => {
       { aggregateId: 'agg_2', eventType: NOTE, payload: {}, receivedSecondsAgo: 10 },
     ]);
 
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 1, processed: 1 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 1, processed: 1 });
     expect(await inboxRow(sql, later!.inbox_id)).toMatchObject({ status: 'RECEIVED', attempt_count: 0 });
     expect(await inboxRow(sql, other!.inbox_id)).toMatchObject({ status: 'PROCESSED' });
 
     await sql`update integration.consumer_inbox set next_attempt_at = now() where inbox_id = ${earlier!.inbox_id}`;
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 2, processed: 2 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 2, processed: 2 });
 
     const applied = await sql<{ event_id: string }[]>`select event_id from public.note_applied where aggregate_id = 'agg_1' order by seq`;
     expect(applied.map((a) => a.event_id)).toEqual([earlier!.event_id, later!.event_id]);
@@ -109,14 +115,14 @@ describe('head of line per aggregate', () => {
     ]);
 
     // Within the bounded wait the gap is held, without spending the attempt budget.
-    await work(sql, consumer);
+    await work(asWorker, consumer);
     expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP, attempt_count: 0 });
 
     // Past it (received_at moved back; Postgres owns the clock), it is quarantined.
     await sql`update integration.consumer_inbox
               set received_at = now() - make_interval(secs => ${consumer.retry.versionGapMaxWaitSeconds + 1}), next_attempt_at = now()
               where inbox_id = ${v4!.inbox_id}`;
-    await work(sql, consumer);
+    await work(asWorker, consumer);
     expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.AGGREGATE_VERSION_GAP });
     expect(await caseVersion('case_q')).toBe(2);
   });
@@ -129,9 +135,9 @@ describe('head of line per aggregate', () => {
       eventId, eventType: NOTE, eventVersion: 1, occurredAt: '2026-07-03T09:15:30Z', producer: 'test', aggregateType: 'case', aggregateId: 'agg_batch', payload: {},
     });
     const event = mskEvent(ids.map((id, i) => mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 100 + i, value: note(id) })));
-    expect(await ingestFor(sql, withNotes)(event)).toMatchObject({ inserted: 3, response: { batchItemFailures: [] } });
+    expect(await ingestFor(db, withNotes)(event)).toMatchObject({ inserted: 3, response: { batchItemFailures: [] } });
 
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 3, processed: 3 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 3, processed: 3 });
 
     const applied = await sql<{ event_id: string }[]>`select event_id from public.note_applied where aggregate_id = 'agg_batch' order by seq`;
     expect(applied.map((a) => a.event_id)).toEqual(ids);

@@ -11,6 +11,7 @@ import { readGauges } from '../../../functions/inbox/gauges';
 import { replayQuarantined } from '../../../functions/inbox/replay';
 import { resolveQuarantined } from '../../../functions/inbox/resolve';
 import { NonRetryableError } from '../../../functions/lib/errors';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { opsDeps, run } from '../ops/support';
@@ -20,6 +21,13 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
+// The test consumer's own table: its worker writes it, as a consumer migration would grant.
+await sql`grant insert on public.note_applied to inbox_worker`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
+// The code under test runs as its function's role; the arrangement as the owner.
+const asWorker = db.as(DatabaseRoles.worker);
+const asReaper = db.as(DatabaseRoles.reaper);
+const asOps = db.as(DatabaseRoles.ops);
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;
@@ -80,8 +88,8 @@ describe('quarantine policy hold-aggregate', () => {
       statusChanged('case_h', 6),
     ]);
 
-    const first = await work(sql, caseProjection);
-    const again = await work(sql, caseProjection);
+    const first = await work(asWorker, caseProjection);
+    const again = await work(asWorker, caseProjection);
 
     expect(first).toMatchObject({ quarantined: 1, processed: 0, released: 3 });
     expect(again).toMatchObject({ claimed: 0 });
@@ -91,30 +99,30 @@ describe('quarantine policy hold-aggregate', () => {
       [5, 'RECEIVED', 0],
       [6, 'RECEIVED', 0],
     ]);
-    const [gauges] = await readGauges(sql, ['case-projection']);
+    const [gauges] = await readGauges(asReaper, ['case-projection']);
     expect(gauges).toMatchObject({ quarantine_depth: 1, held_aggregates: 1, held_depth: 3 });
-    const { held } = await run(opsDeps(sql), { command: 'stats', consumer: 'case-projection' });
+    const { held } = await run(opsDeps(asOps), { command: 'stats', consumer: 'case-projection' });
     expect(held).toEqual([expect.objectContaining({ aggregate_id: 'case_h', inbox_id: v3!.inbox_id, error_code: 'MAX_ATTEMPTS_EXCEEDED', behind: 3 })]);
 
-    await replayQuarantined(sql, { ...operator, selection: { inboxIds: [v3!.inbox_id] } });
-    const after = await work(sql, caseProjection);
+    await replayQuarantined(asOps, { ...operator, selection: { inboxIds: [v3!.inbox_id] } });
+    const after = await work(asWorker, caseProjection);
 
     expect(after).toMatchObject({ processed: 4, quarantined: 0, retried: 0 });
     expect((await states('case_h')).map((r) => r.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED', 'PROCESSED']);
     const [summary] = await sql<{ v: number }[]>`select last_aggregate_version::int as v from read_model.case_summary where case_id = 'case_h'`;
     expect(summary!.v).toBe(6);
-    const [released] = await readGauges(sql, ['case-projection']);
+    const [released] = await readGauges(asReaper, ['case-projection']);
     expect(released).toMatchObject({ held_aggregates: 0, held_depth: 0 });
   });
 
   it('resolving the quarantined row releases what it holds, in order', async () => {
     const consumer = withNotes('hold-aggregate');
     const [broken, a, b] = await insertInboxRows(sql, [note('agg_r', 30, { broken: true }), note('agg_r', 20), note('agg_r', 10)]);
-    expect(await work(sql, consumer)).toMatchObject({ quarantined: 1, processed: 0 });
-    expect(await work(sql, consumer)).toMatchObject({ claimed: 0 });
+    expect(await work(asWorker, consumer)).toMatchObject({ quarantined: 1, processed: 0 });
+    expect(await work(asWorker, consumer)).toMatchObject({ claimed: 0 });
 
-    await resolveQuarantined(sql, { ...operator, selection: { inboxIds: [broken!.inbox_id] } });
-    expect(await work(sql, consumer)).toMatchObject({ processed: 2 });
+    await resolveQuarantined(asOps, { ...operator, selection: { inboxIds: [broken!.inbox_id] } });
+    expect(await work(asWorker, consumer)).toMatchObject({ processed: 2 });
 
     const applied = await sql<{ event_id: string }[]>`select event_id from public.note_applied where aggregate_id = 'agg_r' order by seq`;
     expect(applied.map((r) => r.event_id)).toEqual([a!.event_id, b!.event_id]);
@@ -124,10 +132,10 @@ describe('quarantine policy hold-aggregate', () => {
   it('rows arriving behind a hold wait too; other aggregates are not held', async () => {
     const consumer = withNotes('hold-aggregate');
     await insertInboxRows(sql, [note('agg_held', 30, { broken: true }), note('agg_free', 20)]);
-    await work(sql, consumer);
+    await work(asWorker, consumer);
 
     await insertInboxRows(sql, [note('agg_held', 0), note('agg_free', 0)]);
-    const result = await work(sql, consumer);
+    const result = await work(asWorker, consumer);
 
     expect(result).toMatchObject({ processed: 1 });
     expect((await states('agg_held')).map((r) => r.status)).toEqual(['QUARANTINED', 'RECEIVED']);
@@ -138,8 +146,8 @@ describe('quarantine policy hold-aggregate', () => {
     const consumer = withNotes('continue');
     await insertInboxRows(sql, [note('agg_c', 30, { broken: true }), note('agg_c', 20)]);
 
-    expect(await work(sql, consumer)).toMatchObject({ quarantined: 1, processed: 1 });
-    const [gauges] = await readGauges(sql, ['case-projection']);
+    expect(await work(asWorker, consumer)).toMatchObject({ quarantined: 1, processed: 1 });
+    const [gauges] = await readGauges(asReaper, ['case-projection']);
     expect(gauges).toMatchObject({ held_aggregates: 0, held_depth: 0 });
   });
 });

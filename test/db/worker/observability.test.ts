@@ -8,9 +8,12 @@ import { MetricNames } from '../../../functions/lib/metric-names';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { work } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
 /** Records what the worker hands to its logger and metrics. */
 function recorders() {
@@ -40,7 +43,7 @@ describe('worker observability', () => {
     ]);
     const r = recorders();
 
-    await work(sql, caseProjection, { logger: r.logger, metrics: r.metricsRecorder });
+    await work(asWorker, caseProjection, { logger: r.logger, metrics: r.metricsRecorder });
 
     const rows = r.lines.filter((l) => l.message === 'consumer_inbox_processed');
     expect(rows).toHaveLength(2);

@@ -9,9 +9,12 @@ import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 import { inboxRow, one, variant, withTrigger, work } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, case_core.sla_obligation, public.notification_jobs`;
@@ -49,7 +52,7 @@ describe('worker outcomes', () => {
       errorCode: 'DB_TRANSIENT',
     });
 
-    const result = await work(sql, caseProjection);
+    const result = await work(asWorker, caseProjection);
 
     expect(result).toMatchObject({ claimed: 1, processed: 1, retried: 0, quarantined: 0, ignored: 0 });
     const state = await inboxRow(sql, row.inbox_id);
@@ -66,7 +69,7 @@ describe('worker outcomes', () => {
       payload: { caseId: 'case_ign', newStatus: 'IN_REVIEW' },
     });
 
-    const result = await work(sql, caseSla);
+    const result = await work(asWorker, caseSla);
 
     expect(result).toMatchObject({ claimed: 1, ignored: 1 });
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'IGNORED', attempt_count: 1, error_code: null });
@@ -80,7 +83,7 @@ describe('worker outcomes', () => {
       payload: { caseId: 'case_sla', acceptedAt: '2026-07-03T09:15:30Z' },
     });
 
-    await work(sql, caseSla);
+    await work(asWorker, caseSla);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     const obligations = await sql<{ obligation_type: string; due_at: Date; source_event_id: string }[]>`
@@ -97,7 +100,7 @@ describe('worker outcomes', () => {
   ])('QUARANTINED: %s', async (_name, spec, code) => {
     const row = await insertInboxRow(sql, spec);
 
-    const result = await work(sql, caseProjection);
+    const result = await work(asWorker, caseProjection);
 
     expect(result).toMatchObject({ claimed: 1, quarantined: 1 });
     const state = await inboxRow(sql, row.inbox_id);
@@ -113,7 +116,7 @@ describe('worker outcomes', () => {
     const third = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 2, nextAttemptInSeconds: -1 });
     const fifth = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 4, nextAttemptInSeconds: -1 });
 
-    const result = await work(sql, consumer);
+    const result = await work(asWorker, consumer);
 
     expect(result).toMatchObject({ claimed: 3, retried: 3 });
     expect(await inboxRow(sql, first.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', attempt_count: 1, error_code: 'DOWNSTREAM_UNAVAILABLE', delay_seconds: 5 });
@@ -125,7 +128,7 @@ describe('worker outcomes', () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
     const row = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 3, nextAttemptInSeconds: -1 });
 
-    await work(sql, consumer, { random: () => 0.5 });
+    await work(asWorker, consumer, { random: () => 0.5 });
 
     // attempt 4 → 120 s, plus floor(0.5 × min(60, 120)) = 30 s of jitter.
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ attempt_count: 4, delay_seconds: 150 });
@@ -135,7 +138,7 @@ describe('worker outcomes', () => {
     const consumer = failingConsumer(() => new NonRetryableError('CASE_UNKNOWN', 'no such case'));
     const row = await insertInboxRow(sql, { eventType: 'test.fail.v1' });
 
-    await work(sql, consumer);
+    await work(asWorker, consumer);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: 'CASE_UNKNOWN', attempt_count: 1 });
   });
@@ -144,7 +147,7 @@ describe('worker outcomes', () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
     const row = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 9, nextAttemptInSeconds: -1 });
 
-    await work(sql, consumer);
+    await work(asWorker, consumer);
 
     const state = await inboxRow(sql, row.inbox_id);
     expect(state).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED, attempt_count: 10, next_attempt_at: null });
@@ -159,7 +162,7 @@ describe('worker outcomes', () => {
       nextAttemptInSeconds: -1,
     });
 
-    await work(sql, caseProjection);
+    await work(asWorker, caseProjection);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED, attempt_count: 11 });
     expect(await summary('case_spent')).toBeUndefined();
@@ -181,7 +184,7 @@ describe('worker outcomes', () => {
       const integrity = await insertInboxRow(sql, { payload: { caseId: 'case_raise_23514', acceptedAt: '2026-07-03T09:15:30Z' } });
       const fine = await insertInboxRow(sql, { payload: { caseId: 'case_fine', acceptedAt: '2026-07-03T09:15:30Z' } });
 
-      const result = await work(sql, caseProjection);
+      const result = await work(asWorker, caseProjection);
 
       expect(result).toMatchObject({ claimed: 4, processed: 1, retried: 1, quarantined: 2 });
       const t = await inboxRow(sql, transient.inbox_id);
@@ -213,7 +216,7 @@ describe('worker outcomes', () => {
         await insertInboxRow(sql, { payload: { caseId: 'case_lost_2', acceptedAt: '2026-07-03T09:15:30Z' } }),
       ];
 
-      const result = await work(sql, caseProjection);
+      const result = await work(asWorker, caseProjection);
 
       expect(result).toMatchObject({ claimed: 2, processed: 0, retried: 2 });
       for (const row of rows) {
@@ -232,7 +235,7 @@ describe('worker outcomes', () => {
     const first = await insertInboxRow(sql, { aggregateId: 'agg_a', payload: { caseId: 'case_shared', acceptedAt: '2026-07-03T09:15:30Z' }, receivedSecondsAgo: 2 });
     const second = await insertInboxRow(sql, { aggregateId: 'agg_b', payload: { caseId: 'case_shared', acceptedAt: '2026-07-04T09:15:30Z' }, receivedSecondsAgo: 1 });
 
-    const result = await work(sql, caseProjection);
+    const result = await work(asWorker, caseProjection);
 
     expect(result).toMatchObject({ claimed: 2, processed: 2 });
     expect(await inboxRow(sql, first.inbox_id)).toMatchObject({ status: 'PROCESSED' });
@@ -251,7 +254,7 @@ describe('worker outcomes', () => {
       payload: { amount: 1200, currency: 'EUR' },
     });
 
-    await work(sql, notificationService);
+    await work(asWorker, notificationService);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     const jobs = await sql<{ organization_id: string; channel: string; source_event_id: string }[]>`

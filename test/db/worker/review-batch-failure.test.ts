@@ -8,9 +8,12 @@ import { ErrorCodes } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 import { inboxRow, withTrigger, work } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary`;
@@ -32,7 +35,7 @@ describe('a batch refused at commit for its data', () => {
       const bad = await insertInboxRow(sql, { ...accepted('case_bad'), receivedSecondsAgo: 2 });
       const ok2 = await insertInboxRow(sql, { ...accepted('case_ok_2'), receivedSecondsAgo: 1 });
 
-      const result = await work(sql, caseProjection);
+      const result = await work(asWorker, caseProjection);
 
       expect(result).toMatchObject({ claimed: 3, processed: 2, quarantined: 1, retried: 0 });
       expect(await inboxRow(sql, ok1.inbox_id)).toMatchObject({ status: 'PROCESSED', attempt_count: 1, locked_by: null });

@@ -13,6 +13,7 @@ import { claimDue } from '../../../functions/inbox/claim-due';
 import { RetryableError, NonRetryableError } from '../../../functions/lib/errors';
 import { lanesOf, processBatch } from '../../../functions/worker/process-batch';
 import { newOwnerId } from '../../../functions/worker/run-worker';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { one, variant, work, workerConfig } from './support';
@@ -21,6 +22,11 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
+// The test consumer's own table: its worker writes it, as a consumer migration would grant.
+await sql`grant insert on public.note_applied to inbox_worker`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
+// The code under test runs as its function's role; the arrangement as the owner.
+const asWorker = db.as(DatabaseRoles.worker);
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;
@@ -79,8 +85,8 @@ describe('runs', () => {
     await insertInboxRows(sql, [5, 3, 2, 6, 4].map((v) => statusChanged('case_run', v)));
     const owner = newOwnerId('runs');
 
-    const claim = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
-    const report = await processBatch({ sql, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
+    const report = await processBatch({ sql: asWorker, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
 
     expect(claim.lanes).toHaveLength(1);
     expect(claim.rows.map((r) => r.aggregate_version)).toEqual([2, 3, 4, 5, 6]);
@@ -92,7 +98,7 @@ describe('runs', () => {
   it('a run is at most the run length; the rest follows in later claims, still in order', async () => {
     const rows = await insertInboxRows(sql, Array.from({ length: 7 }, (_, i) => note('agg_long', 100 - i)));
 
-    const result = await work(sql, withNotes, { config: workerConfig({ batchSize: 10, runLength: 3 }) });
+    const result = await work(asWorker, withNotes, { config: workerConfig({ batchSize: 10, runLength: 3 }) });
 
     expect(result).toMatchObject({ claimed: 7, processed: 7 });
     expect(await applied('agg_long')).toEqual(rows.map((r) => r.event_id));
@@ -106,7 +112,7 @@ describe('runs', () => {
       note('agg_t', 10),
     ]);
 
-    const result = await work(sql, withNotes);
+    const result = await work(asWorker, withNotes);
 
     expect(result).toMatchObject({ claimed: 4, processed: 2, retried: 1, released: 1 });
     expect(await applied('agg_t')).toEqual([a!.event_id, b!.event_id]);
@@ -125,7 +131,7 @@ describe('runs', () => {
   it('a quarantine mid-run: the rows after it go back untouched and are applied by the next claim', async () => {
     const [a, b, c] = await insertInboxRows(sql, [note('agg_q', 30), note('agg_q', 20, { fail: 'permanent' }), note('agg_q', 10)]);
 
-    const result = await work(sql, withNotes);
+    const result = await work(asWorker, withNotes);
 
     // The next claim of the same invocation takes c: the quarantine does not hold the aggregate.
     expect(result).toMatchObject({ claimed: 4, processed: 2, quarantined: 1, released: 1 });
@@ -143,7 +149,7 @@ describe('lanes', () => {
     await insertInboxRows(sql, [note('agg_1', 3), note('agg_1', 2), note('agg_2', 1), { aggregateId: 'case_x', payload: { caseId: 'case_x', acceptedAt: '2026-07-03T09:15:30Z' } }]);
     expect(await laneCount()).toBe(3);
 
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 4, processed: 4 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 4, processed: 4 });
 
     expect(await laneCount()).toBe(0);
   });
@@ -151,13 +157,13 @@ describe('lanes', () => {
   it('a row queued while its lane is held is claimed after the batch, not stranded', async () => {
     const [first] = await insertInboxRows(sql, [note('agg_held', 10)]);
     const owner = newOwnerId('held');
-    const claim = await claimDue(sql, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
     expect(claim.rows.map((r) => r.inbox_id)).toEqual([first!.inbox_id]);
 
     // Arrives while the first row is in flight: the claim that took the lane never saw it.
     const [second] = await insertInboxRows(sql, [note('agg_held', 0)]);
-    await processBatch({ sql, consumer: withNotes, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
-    const next = await claimDue(sql, { consumerName: 'case-projection', owner: newOwnerId('next'), limit: 10, leaseSeconds: 60 });
+    await processBatch({ sql: asWorker, consumer: withNotes, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
+    const next = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('next'), limit: 10, leaseSeconds: 60 });
 
     expect(next.rows.map((r) => r.inbox_id)).toEqual([second!.inbox_id]);
   });
@@ -177,7 +183,7 @@ describe('lanes', () => {
     await locked;
 
     try {
-      const claim = await claimDue(sql, { consumerName: 'case-projection', owner: newOwnerId('other'), limit: 10, leaseSeconds: 60 });
+      const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('other'), limit: 10, leaseSeconds: 60 });
       expect(claim.rows.map((r) => r.aggregate_id)).toEqual(['agg_free']);
     } finally {
       release();
@@ -187,10 +193,10 @@ describe('lanes', () => {
 
   it('rows queued by any writer (an operator’s UPDATE, here) mark their lane due', async () => {
     const [row] = await insertInboxRows(sql, [{ ...note('agg_later', 5), status: 'RETRY_PENDING', attemptCount: 1, nextAttemptInSeconds: 3600 }]);
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 0 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 0 });
 
     await sql`update integration.consumer_inbox set next_attempt_at = now() where inbox_id = ${row!.inbox_id}`;
 
-    expect(await work(sql, withNotes)).toMatchObject({ claimed: 1, processed: 1 });
+    expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 1, processed: 1 });
   });
 });

@@ -6,9 +6,12 @@ import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { one, variant, withTrigger, work, workerConfig } from './support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
+/** The code under test connects as the worker function does. */
+const asWorker = db.as(DatabaseRoles.worker);
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary`;
@@ -33,7 +36,7 @@ describe('worker time budget', () => {
   it('with less time left than the safety margin it claims nothing', async () => {
     await insertInboxRows(sql, accepted(5));
 
-    const result = await work(sql, caseProjection, { remainingMs: () => 500 });
+    const result = await work(asWorker, caseProjection, { remainingMs: () => 500 });
 
     expect(result).toMatchObject({ claimed: 0, processed: 0 });
     expect(await statusCounts()).toEqual([{ status: 'RECEIVED', attempts: 0, n: 5 }]);
@@ -42,7 +45,7 @@ describe('worker time budget', () => {
   it('stops claiming when the budget runs out between batches; nothing it claimed stays PROCESSING', async () => {
     await insertInboxRows(sql, accepted(30));
 
-    const result = await work(sql, caseProjection, { remainingMs: countdown(4), config: workerConfig({ batchSize: 10 }) });
+    const result = await work(asWorker, caseProjection, { remainingMs: countdown(4), config: workerConfig({ batchSize: 10 }) });
 
     expect(result.claimed).toBeGreaterThan(0);
     expect(result.claimed).toBeLessThan(30);
@@ -65,7 +68,7 @@ describe('worker time budget', () => {
     };
     await withTrigger(sql, failCase0, async () => {
       // Readings: one per claim, one before the fast path, then one per row in the per-row path.
-      const result = await work(sql, caseProjection, { remainingMs: countdown(5), config: workerConfig({ batchSize: 10 }) });
+      const result = await work(asWorker, caseProjection, { remainingMs: countdown(5), config: workerConfig({ batchSize: 10 }) });
 
       expect(result).toMatchObject({ claimed: 9, quarantined: 1, processed: 2, released: 6 });
       expect(await statusCounts()).toEqual([
@@ -91,7 +94,7 @@ describe('worker time budget', () => {
     await withTrigger(sql, expireLease, async () => {
       await insertInboxRows(sql, [{ payload: { caseId: 'case_stalled', acceptedAt: '2026-07-03T09:15:30Z' } }, ...accepted(2)]);
 
-      const result = await work(sql, caseProjection);
+      const result = await work(asWorker, caseProjection);
 
       expect(result).toMatchObject({ claimed: 3, processed: 2, lost: 1 });
       const [stalled] = await sql<{ status: string; attempt_count: number; locked_by: string | null }[]>`
@@ -120,7 +123,7 @@ describe('worker time budget', () => {
       },
     });
 
-    await work(sql, recorder, { remainingMs: () => 20_000, config: workerConfig({ leaseSeconds: 300 }) });
+    await work(asWorker, recorder, { remainingMs: () => 20_000, config: workerConfig({ leaseSeconds: 300 }) });
 
     const [row] = await sql<{ case_status: string }[]>`select case_status from read_model.case_summary`;
     expect(row!.case_status).toBe('LEASE 20');

