@@ -7,8 +7,9 @@ import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { METRIC_DIMENSION, type MetricName } from '../../functions/lib/metric-names';
+import { DASHBOARD_PERIOD_MINUTES } from './dashboard-widgets';
 
-export const PERIOD = Duration.minutes(5);
+export const PERIOD = Duration.minutes(DASHBOARD_PERIOD_MINUTES);
 
 export interface MonitoredConsumer {
   name: string;
@@ -44,8 +45,8 @@ export class InboxMetrics {
   }
 
   /** AWS/Lambda OffsetLag of a consumer's ingest function: records in Kafka not yet processed. */
-  offsetLag(consumer: MonitoredConsumer): cloudwatch.Metric {
-    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} offset lag` });
+  offsetLag(consumer: MonitoredConsumer, label?: string): cloudwatch.Metric {
+    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, ...(label ? { label: `${consumer.name} ${label}` } : {}) });
   }
 
   /**
@@ -53,7 +54,7 @@ export class InboxMetrics {
    * mappings (ESM metrics, dimension EventSourceMappingUUID), or that Lambda failed to
    * deliver to the bucket (function metric DestinationDeliveryFailures).
    */
-  esmFailedRecords(consumer: MonitoredConsumer): cloudwatch.MathExpression {
+  esmFailedRecords(consumer: MonitoredConsumer, label?: string): cloudwatch.MathExpression {
     const usingMetrics: Record<string, cloudwatch.IMetric> = {
       delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }),
     };
@@ -77,7 +78,7 @@ export class InboxMetrics {
       expression: terms.join(' + '),
       usingMetrics,
       period: PERIOD,
-      label: `${consumer.name} records sent to on-failure or dropped`,
+      ...(label ? { label: `${consumer.name} ${label}` } : {}),
     });
   }
 }

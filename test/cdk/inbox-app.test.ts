@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { CONSUMER_WIDGETS } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
@@ -279,6 +280,29 @@ describe('observability', () => {
     const body = JSON.stringify(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
     for (const aws of ['OffsetLag', 'Errors', 'Throttles', 'Duration', 'ServerlessDatabaseCapacity', 'DatabaseConnections']) {
       expect(body, aws).toContain(`\\"${aws}\\"`);
+    }
+  });
+
+  it('draws each widget of dashboard-widgets.ts for each consumer: its title, one line per series, its statistics', () => {
+    const [dashboard] = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
+    const parts = dashboard!.Properties!.DashboardBody['Fn::Join'][1] as unknown[];
+    const body = JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'REF')).join('')) as {
+      widgets: { type: string; properties: { title?: string; metrics?: unknown[][] } }[];
+    };
+    for (const consumer of CONSUMERS) {
+      for (const w of CONSUMER_WIDGETS) {
+        const title = `${consumer.name}: ${w.title}`;
+        const found = body.widgets.filter((x) => x.type === 'metric' && x.properties.title === title);
+        expect(found, title).toHaveLength(1);
+        const metrics = found[0]!.properties.metrics!;
+        const lines = metrics.filter((m) => !m.some((part) => typeof part === 'object' && part !== null && (part as { visible?: boolean }).visible === false));
+        expect(lines, title).toHaveLength(w.left.length + (w.right?.length ?? 0));
+        for (const series of [...w.left, ...(w.right ?? [])]) {
+          if (!('metric' in series)) continue;
+          const line = metrics.find((m) => m.includes(series.metric) && JSON.stringify(m).includes(`"stat":"${series.stat}"`));
+          expect(line, `${title} ${series.metric} ${series.stat}`).toBeDefined();
+        }
+      }
     }
   });
 
