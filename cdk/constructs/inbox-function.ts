@@ -27,7 +27,7 @@ export interface FunctionPlatform {
   databaseSecret: secretsmanager.ISecret;
   /** The RDS Proxy endpoint, when there is one. */
   proxyEndpoint?: string;
-  observability: { metricsNamespace: string; serviceName: string; logLevel: string; logRetentionDays: logs.RetentionDays };
+  observability: { metricsNamespace: string; serviceName: string; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; logRetentionDays: logs.RetentionDays };
 }
 
 export interface InboxFunctionProps {
@@ -84,7 +84,10 @@ export class InboxFunction extends NodejsFunction {
       vpcSubnets: platform.subnets,
       securityGroups: [platform.securityGroup],
       logGroup,
+      // Lambda's advanced logging controls: the function's level is Lambda's to set (it
+      // sets AWS_LAMBDA_LOG_LEVEL, which Powertools Logger honours first) and to filter.
       loggingFormat: lambda.LoggingFormat.JSON,
+      applicationLogLevelV2: lambda.ApplicationLogLevel[platform.observability.logLevel],
       environment: {
         // The secret's ARN only: the function reads the secret at cold start.
         DB_SECRET_ARN: platform.databaseSecret.secretArn,
@@ -94,7 +97,6 @@ export class InboxFunction extends NodejsFunction {
         ...(viaProxy ? { DB_HOST: platform.proxyEndpoint! } : {}),
         METRICS_NAMESPACE: platform.observability.metricsNamespace,
         SERVICE_NAME: platform.observability.serviceName,
-        LOG_LEVEL: platform.observability.logLevel,
         POWERTOOLS_SERVICE_NAME: platform.observability.serviceName,
         POWERTOOLS_METRICS_NAMESPACE: platform.observability.metricsNamespace,
         ...props.environment,

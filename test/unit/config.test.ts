@@ -45,7 +45,7 @@ describe('parseConfig', () => {
       CONSUMER_NAME: 'case-sla',
       MAX_PAYLOAD_BYTES: '1024',
       WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
-      LOG_LEVEL: 'debug',
+      POWERTOOLS_LOG_LEVEL: 'debug',
     });
     expect(config.database).toMatchObject({
       secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
@@ -57,7 +57,6 @@ describe('parseConfig', () => {
     expect(config.consumerName).toBe('case-sla');
     expect(config.maxPayloadBytes).toBe(1024);
     expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
-    expect(config.observability.logLevel).toBe('DEBUG');
   });
 
   it('treats empty values as unset', () => {
@@ -81,7 +80,8 @@ describe('parseConfig', () => {
     ['MAX_PAYLOAD_BYTES', '1.5', /MAX_PAYLOAD_BYTES: must be a whole number/],
     ['WORKER_SCHEDULES', '[not json', /WORKER_SCHEDULES: must be a JSON object/],
     ['DB_SSL', 'sometimes', /DB_SSL/],
-    ['LOG_LEVEL', 'LOUD', /LOG_LEVEL/],
+    ['POWERTOOLS_LOG_LEVEL', 'LOUD', /POWERTOOLS_LOG_LEVEL/],
+    ['LOG_LEVEL', 'verbose', /LOG_LEVEL/],
   ])('names a malformed %s', (name, value, pattern) => {
     const error = errorOf(() => parseConfig({ ...LOCAL, [name]: value }));
     expect(error.message).toMatch(pattern);

@@ -121,7 +121,6 @@ function configFor(url: string, options: LocalOptions): Config {
     WORKER_SAFETY_MARGIN_MS: '3000',
     LEASE_SECONDS: '10',
     REAPER_SAFETY_MARGIN_MS: '3000',
-    LOG_LEVEL: options.logLevel,
     SERVICE_NAME: 'kafka-inbox-local',
   });
 }
