@@ -45,8 +45,8 @@ export class InboxMetrics {
   }
 
   /** AWS/Lambda OffsetLag of a consumer's ingest function: records in Kafka not yet processed. */
-  offsetLag(consumer: MonitoredConsumer, label?: string): cloudwatch.Metric {
-    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, ...(label ? { label: `${consumer.name} ${label}` } : {}) });
+  offsetLag(consumer: MonitoredConsumer, label = 'offset lag'): cloudwatch.Metric {
+    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} ${label}` });
   }
 
   /**
@@ -54,7 +54,7 @@ export class InboxMetrics {
    * mappings (ESM metrics, dimension EventSourceMappingUUID), or that Lambda failed to
    * deliver to the bucket (function metric DestinationDeliveryFailures).
    */
-  esmFailedRecords(consumer: MonitoredConsumer, label?: string): cloudwatch.MathExpression {
+  esmFailedRecords(consumer: MonitoredConsumer, label = 'records sent to on-failure or dropped'): cloudwatch.MathExpression {
     const usingMetrics: Record<string, cloudwatch.IMetric> = {
       delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }),
     };
@@ -78,7 +78,7 @@ export class InboxMetrics {
       expression: terms.join(' + '),
       usingMetrics,
       period: PERIOD,
-      ...(label ? { label: `${consumer.name} ${label}` } : {}),
+      label: `${consumer.name} ${label}`,
     });
   }
 }

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect, it } from 'vitest';
 
-it('synthesizes both stacks offline with no credentials', () => {
+it('synthesizes both stacks offline with no credentials, and warns of nothing', () => {
   const root = new URL('../../', import.meta.url).pathname;
   const home = mkdtempSync(join(tmpdir(), 'inbox-cdk-home-'));
   const outdir = mkdtempSync(join(tmpdir(), 'inbox-cdk-out-'));
@@ -22,6 +22,11 @@ it('synthesizes both stacks offline with no credentials', () => {
       { cwd: root, env, encoding: 'utf8', timeout: 170_000 },
     );
     expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
+    // Nothing a user could not act on: every annotation answered, every feature flag set.
+    const output = `${result.stdout}\n${result.stderr}`;
+    expect(output).not.toMatch(/\bWARNING\b/);
+    expect(output).not.toMatch(/feature flags? (is|are) not configured/);
+    expect(output).toContain('Successfully synthesized');
     const templates = readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
     expect(templates).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
     expect(existsSync(join(outdir, 'manifest.json'))).toBe(true);

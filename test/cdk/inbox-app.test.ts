@@ -179,6 +179,16 @@ describe('functions', () => {
     expect([...new Set(elsewhere)].sort()).toEqual(['scheduler:GetSchedule', 'scheduler:UpdateSchedule']);
   });
 
+  it("set the log level through Lambda's logging configuration (JSON, application level of the stage), not an environment variable", () => {
+    const functions = Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter(([, f]) => /^Kafka inbox/.test(f.Properties!.Description ?? ''));
+    expect(functions.length).toBe(CONSUMERS.length * 2 + 3);
+    for (const [id, f] of functions) {
+      expect(f.Properties!.LoggingConfig, id).toMatchObject({ LogFormat: 'JSON', ApplicationLogLevel: s.config.observability.logLevel });
+      const env = Object.keys(f.Properties!.Environment.Variables as Record<string, unknown>);
+      expect(env.filter((k) => /LOG_LEVEL/.test(k)), id).toEqual([]);
+    }
+  });
+
   it('apply the migrations through a trigger before any function that uses the inbox exists', () => {
     const triggers = resourcesOf(s.stateless, 'Custom::Trigger');
     expect(Object.keys(triggers)).toHaveLength(1);
@@ -206,6 +216,13 @@ describe('database', () => {
       }),
     });
     expect(Object.keys(resourcesOf(s.stateful, 'AWS::RDS::DBCluster'))).toEqual([DATABASE_CLUSTER_LOGICAL_ID]);
+  });
+
+  it('has Performance Insights on the cluster and, said explicitly, on every instance', () => {
+    s.stateful.hasResourceProperties('AWS::RDS::DBCluster', { PerformanceInsightsEnabled: true });
+    const instances = Object.entries(resourcesOf(s.stateful, 'AWS::RDS::DBInstance'));
+    expect(instances.length).toBeGreaterThan(0);
+    for (const [id, instance] of instances) expect(instance.Properties!.EnablePerformanceInsights, id).toBe(true);
   });
 
   it('uses a generated secret: no secret value or password in either template', () => {
