@@ -50,6 +50,8 @@ export interface EmbeddedOptions {
   /** Durability is pointless for a throwaway cluster: trade it for speed (default true). */
   fast?: boolean;
   maxConnections?: number;
+  /** Further server settings (`-c name=value`), applied after the defaults above. */
+  settings?: Record<string, string>;
   onLog?: (message: string) => void;
 }
 
@@ -269,6 +271,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       '-c', 'unix_socket_directories=',
     ];
     if (options.fast ?? true) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
+    for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
 
     installExitHooks();
     const child = spawn(join(native, 'bin', 'postgres'), flags, {
