@@ -57,7 +57,7 @@ export interface RunLocalIO {
 
 export interface LocalRunResult {
   ok: boolean;
-  /** 0 every check passed, 1 a check failed (an interrupted run has neither: see `interrupted`). */
+  /** 0 every check passed; 1 otherwise: a check failed, or the run was interrupted (see `interrupted`). */
   exitCode: typeof ExitCode.passed | typeof ExitCode.failed;
   /** The caller's signal stopped the run before it settled; no checks ran. */
   interrupted: boolean;
@@ -219,7 +219,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         // Each unreachable invocation gets a client of its own, as a container would that meets
         // the outage: one long-lived client would pile up postgres.js's reconnect backoff
         // (up to 20 s a connect after a few failures) and hold its partitions for that long,
-        // so the mapping delivered nothing for seconds while nothing was due.
+        // so the mapping delivered nothing for tens of seconds while nothing was due.
         const unreachable = async (event: KafkaEvent) => {
           const sql = await createSql({ ...config.database, poolMax: 1, url: unreachableUrl, connectTimeoutSeconds: 1 });
           try {
@@ -479,7 +479,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         ? `All ${checks.length} checks passed in ${seconds}.`
         : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.`;
 
-    await writeReport(options.reportFile, {
+    // The report is a view of the run: failing to write it says so, and changes no outcome.
+    const reported = await writeReport(options.reportFile, {
       timeline: buildTimeline({ log: metricLog, faults, consumers: consumerNames, startedAt, endedAt: Date.now() }),
       outcome: interrupted ? 'interrupted' : failed.length === 0 ? 'passed' : 'failed',
       headline,
@@ -487,8 +488,14 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       summary,
       checks,
       generatedAt: new Date(),
-    });
-    out.write(`\nReport: ${options.reportFile}\n\n${headline}\n`);
+    }).then(
+      () => true,
+      (error: unknown) => {
+        out.write(`\nReport not written to ${options.reportFile}: ${error instanceof Error ? error.message : String(error)}\n`);
+        return false;
+      },
+    );
+    out.write(`${reported ? `\nReport: ${options.reportFile}\n` : ''}\n${headline}\n`);
 
     if (options.keep && !interrupted) {
       const stop = stopEmbedded ?? (async () => {});
@@ -497,13 +504,13 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     }
     return {
       ok: !interrupted && failed.length === 0,
-      exitCode: failed.length === 0 ? ExitCode.passed : ExitCode.failed,
+      exitCode: !interrupted && failed.length === 0 ? ExitCode.passed : ExitCode.failed,
       interrupted,
       checks,
       consumers: summary,
       stream: stream.counts,
       elapsedMs,
-      reportFile: options.reportFile,
+      ...(reported ? { reportFile: options.reportFile } : {}),
       ...(keptResult ? { kept: keptResult } : {}),
     };
   } catch (error) {
