@@ -54,6 +54,24 @@ describe('npm start', () => {
   });
 });
 
+/** What the page's code below touches of the browser and of Chart.js. */
+interface PageElement {
+  getAttribute(name: string): string;
+  querySelector(selector: string): PageElement & { getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } };
+  textContent: string;
+}
+interface PageGlobals {
+  document: { getElementById(id: string): PageElement; querySelectorAll(selector: string): Iterable<PageElement> };
+  Chart: {
+    getChart(canvas: unknown): {
+      currentDevicePixelRatio: number;
+      chartArea: { left: number; top: number; width: number; height: number };
+      data: { datasets: { label: string }[] };
+      getDatasetMeta(index: number): { data: { skip?: boolean; x: number; y: number }[] };
+    };
+  };
+}
+
 interface DrawnWidget {
   consumer: string;
   id: string;
@@ -86,18 +104,22 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
       expect(errors).toEqual([]);
       mkdirSync(OUTPUT_DIR, { recursive: true });
       await page.screenshot({ path: join(OUTPUT_DIR, 'report.png'), fullPage: true });
-      timeline = (await page.evaluate(() => JSON.parse(document.getElementById('report-data')!.textContent!).timeline)) as Timeline;
+      // Runs in the page (the project's TypeScript has no DOM types: the page's globals are typed here).
+      timeline = (await page.evaluate(() => {
+        const { document } = globalThis as unknown as PageGlobals;
+        return JSON.parse(document.getElementById('report-data').textContent).timeline;
+      })) as Timeline;
       widgets = await page.evaluate(() => {
-        const Chart = (window as unknown as { Chart: { getChart(c: HTMLCanvasElement): any } }).Chart;
+        const { document, Chart } = globalThis as unknown as PageGlobals;
         return [...document.querySelectorAll('figure.widget')].map((figure) => {
-          const canvas = figure.querySelector('canvas')!;
+          const canvas = figure.querySelector('canvas');
           const chart = Chart.getChart(canvas);
-          const ratio = chart.currentDevicePixelRatio as number;
-          const area = chart.chartArea as { left: number; top: number; width: number; height: number };
+          const ratio = chart.currentDevicePixelRatio;
+          const area = chart.chartArea;
           // A few pixels beyond the area: a series at zero runs along its bottom edge.
           const pad = 3;
           const pixels = canvas
-            .getContext('2d')!
+            .getContext('2d')
             .getImageData((area.left - pad) * ratio, (area.top - pad) * ratio, (area.width + 2 * pad) * ratio, (area.height + 2 * pad) * ratio).data;
           let ink = 0;
           for (let i = 0; i < pixels.length; i += 4) {
@@ -107,9 +129,9 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
           return {
             consumer: figure.getAttribute('data-consumer')!,
             id: figure.getAttribute('data-widget')!,
-            datasets: chart.data.datasets.map((d: { label: string }, i: number) => ({
+            datasets: chart.data.datasets.map((d, i) => ({
               label: d.label,
-              drawn: chart.getDatasetMeta(i).data.filter((el: { skip?: boolean; x: number; y: number }) => !el.skip && Number.isFinite(el.x) && Number.isFinite(el.y)).length,
+              drawn: chart.getDatasetMeta(i).data.filter((el) => !el.skip && Number.isFinite(el.x) && Number.isFinite(el.y)).length,
             })),
             ink,
           };
