@@ -6,9 +6,9 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { embeddedEnv, embeddedLeftovers, isRoot, openTmpDir, REPO_ROOT, run, start, TSX } from './support';
+import { embeddedEnv, embeddedLeftovers, isRoot, openTmpDir, REPO_ROOT, run, start, START } from './support';
 
-const SCRIPT = join(REPO_ROOT, 'scripts/local.ts');
+const [NODE, ...SCRIPT] = START;
 
 describe('npm start exit status', () => {
   it('is 2 for a bad option, naming it, before anything starts', async () => {
@@ -20,7 +20,7 @@ describe('npm start exit status', () => {
 
   it('is 1 when the run does not settle before --timeout, naming the failed checks', async () => {
     const tmp = openTmpDir('inbox-e2e-timeout-');
-    const result = await run(TSX, [SCRIPT, '--events', '3000', '--timeout', '1', '--log-level', 'silent', '--report', join(tmp, 'report.html')], {
+    const result = await run(NODE, [...SCRIPT, '--events', '3000', '--timeout', '1', '--log-level', 'silent', '--report', join(tmp, 'report.html')], {
       cwd: REPO_ROOT,
       env: embeddedEnv({ TMPDIR: tmp }),
     });
@@ -34,7 +34,7 @@ describe('npm start exit status', () => {
     const tmp = openTmpDir('inbox-e2e-sigint-');
     const report = join(tmp, 'report.html');
     // Its own process group, signalled as a whole: what a terminal does on Ctrl-C.
-    const child = start(TSX, [SCRIPT, '--events', '4000', '--log-level', 'silent', '--report', report], {
+    const child = start(NODE, [...SCRIPT, '--events', '4000', '--log-level', 'silent', '--report', report], {
       cwd: REPO_ROOT,
       env: embeddedEnv({ TMPDIR: tmp }),
       detached: true,
@@ -61,7 +61,7 @@ describe('npm start exit status', () => {
     const closed = openTmpDir('inbox-e2e-closed-');
     const tmp = join(closed, 'tmp');
     await run('mkdir', ['-m', '700', tmp]);
-    const result = await run(TSX, [SCRIPT, '--events', '100', '--log-level', 'silent', '--report', join(closed, 'report.html')], {
+    const result = await run(NODE, [...SCRIPT, '--events', '100', '--log-level', 'silent', '--report', join(closed, 'report.html')], {
       cwd: REPO_ROOT,
       env: embeddedEnv({ TMPDIR: tmp }),
     });

@@ -8,7 +8,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const REPO_ROOT = new URL('../../', import.meta.url).pathname;
-export const TSX = join(REPO_ROOT, 'node_modules/.bin/tsx');
+/** What `npm start` runs (package.json), without npm: one Node.js process with tsx's loader. */
+export const START = [process.execPath, '--import', 'tsx', join(REPO_ROOT, 'scripts/local.ts')] as const;
 
 export const isRoot = typeof process.getuid === 'function' && process.getuid() === 0;
 
