@@ -8,7 +8,7 @@
  * Chromium comes from the system (Debian's `chromium`, which .ci/run installs); the test
  * is skipped only outside CI where none is installed.
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -16,7 +16,7 @@ import { chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSUMER_WIDGETS, isInboxSeries } from '../../cdk/constructs/dashboard-widgets';
 import type { Timeline } from '../../tools/local/timeline';
-import { embeddedEnv, openTmpDir, REPO_ROOT, run, type Finished } from './support';
+import { embeddedEnv, REPO_ROOT, run, type Finished } from './support';
 
 const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => p !== undefined && existsSync(p));
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output');
@@ -27,7 +27,8 @@ let report: string;
 let result: Finished;
 
 beforeAll(async () => {
-  tmp = openTmpDir('inbox-e2e-report-');
+  tmp = mkdtempSync(join(tmpdir(), 'inbox-e2e-report-'));
+  chmodSync(tmp, 0o755);
   report = join(tmp, 'report.html');
   result = await run('npm', ['start', '--silent', '--', '--events', '600', '--seed', '3', '--tick-ms', '100', '--log-level', 'silent', '--report', report], {
     cwd: REPO_ROOT,

@@ -3,9 +3,10 @@
  * codes, their output and what they leave behind.
  */
 import { spawn, type SpawnOptions } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { onTestFinished } from 'vitest';
 
 export const REPO_ROOT = new URL('../../', import.meta.url).pathname;
 /** What `npm start` runs (package.json), without npm: one Node.js process with tsx's loader. */
@@ -66,10 +67,14 @@ export function run(command: string, args: readonly string[], options: SpawnOpti
   return start(command, args, options).finished;
 }
 
-/** A fresh temporary folder every user can traverse: a child's TMPDIR, to see what it leaves there. */
+/**
+ * A fresh temporary folder every user can traverse: a child's TMPDIR, to see what it leaves
+ * there. Removed when the test that made it ends.
+ */
 export function openTmpDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
   chmodSync(dir, 0o755);
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   return dir;
 }
 

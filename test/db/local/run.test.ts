@@ -5,11 +5,11 @@
  * follows.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { runChecks } from '../../../tools/local/checks';
 import { generateStream } from '../../../tools/local/generator';
 import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options';
@@ -19,6 +19,7 @@ import { createTestDatabase, useTestDatabase } from '../../helpers/db';
 const run = promisify(execFile);
 
 const outDir = mkdtempSync(join(tmpdir(), 'inbox-local-run-'));
+afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
 const SMALL: LocalOptions = {
   ...DEFAULT_OPTIONS,
