@@ -1,7 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
-// Three projects: `unit` (no database), `db` (real PostgreSQL: embedded, or TEST_DATABASE_URL)
-// and `cdk` (template synthesis). CI runs all of them, then `db` again against PostgreSQL 15.
+// Four projects: `unit` (no database), `db` (real PostgreSQL: embedded, or TEST_DATABASE_URL),
+// `cdk` (template synthesis) and `e2e` (the real commands in child processes, each with its
+// own embedded PostgreSQL, and the report in a browser). CI runs all of them, then `db`
+// again against PostgreSQL 15.
 export default defineConfig({
   test: {
     // Powertools: keep EMF output out of the test log.
@@ -23,6 +25,14 @@ export default defineConfig({
           globalSetup: ['test/setup/global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 120_000,
+        },
+      },
+      {
+        test: {
+          name: 'e2e',
+          include: ['test/e2e/**/*.test.ts'],
+          testTimeout: 120_000,
+          hookTimeout: 180_000,
         },
       },
       {

@@ -1,8 +1,12 @@
-/** One CloudWatch dashboard per deployment (DESIGN.md §7). */
+/**
+ * One CloudWatch dashboard per deployment (DESIGN.md §7): a row per consumer, then the
+ * functions and the database. What each widget charts is data in dashboard-widgets.ts,
+ * which the local run's report draws too.
+ */
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as rds from 'aws-cdk-lib/aws-rds';
 import { Construct } from 'constructs';
-import { MetricNames } from '../../functions/lib/metric-names';
+import { CONSUMER_WIDGETS, FUNCTION_WIDGETS, isInboxSeries, seriesLabel, seriesOf, type Series } from './dashboard-widgets';
 import { PERIOD, type InboxMetrics, type MonitoredConsumer, type MonitoredFunction } from './monitoring';
 
 export interface InboxDashboardProps {
@@ -12,7 +16,7 @@ export interface InboxDashboardProps {
   cluster: rds.DatabaseCluster;
 }
 
-const W = 6;
+const W = 4;
 const H = 6;
 
 export class InboxDashboard extends Construct {
@@ -24,73 +28,43 @@ export class InboxDashboard extends Construct {
     this.dashboard = new cloudwatch.Dashboard(this, 'Dashboard');
 
     for (const c of props.consumers) {
-      const sum = (name: (typeof MetricNames)[keyof typeof MetricNames]) => m.metric(c.name, name, 'Sum');
+      const render = (series: Series): cloudwatch.IMetric => {
+        if (isInboxSeries(series)) return m.metric(c.name, series.metric, series.stat, seriesLabel(series));
+        if (series.aws === 'OffsetLag') return m.offsetLag(c, series.label);
+        if (series.aws === 'SchemaRegistryErrors') return m.schemaRegistryErrors(c, series.label);
+        return m.esmFailedRecords(c, series.label);
+      };
       this.dashboard.addWidgets(
         new cloudwatch.TextWidget({ markdown: `## ${c.name}`, width: 24, height: 1 }),
-        new cloudwatch.GraphWidget({
-          title: `${c.name}: ingest`,
-          width: W,
-          height: H,
-          left: [
-            sum(MetricNames.RecordsReceived),
-            sum(MetricNames.RecordsInserted),
-            sum(MetricNames.RecordsDuplicate),
-            sum(MetricNames.RecordsPoisoned),
-            sum(MetricNames.BatchItemFailures),
-          ],
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${c.name}: processing`,
-          width: W,
-          height: H,
-          left: [
-            sum(MetricNames.EventsProcessed),
-            sum(MetricNames.EventsRetried),
-            sum(MetricNames.EventsQuarantined),
-            sum(MetricNames.EventsIgnored),
-          ],
-          right: [
-            m.metric(c.name, MetricNames.ProcessingLatency, 'p50', 'latency p50'),
-            m.metric(c.name, MetricNames.ProcessingLatency, 'p99', 'latency p99'),
-          ],
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${c.name}: backlog`,
-          width: W,
-          height: H,
-          left: [
-            m.metric(c.name, MetricNames.DueDepth, 'Maximum'),
-            m.metric(c.name, MetricNames.QuarantineDepth, 'Maximum'),
-            m.metric(c.name, MetricNames.PoisonLastHour, 'Maximum'),
-          ],
-          right: [m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum')],
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${c.name}: Kafka`,
-          width: W,
-          height: H,
-          left: [m.offsetLag(c)],
-          right: [m.esmFailedRecords(c), ...(c.schemaRegistry ? [m.schemaRegistryErrors(c)] : [])],
-        }),
-        new cloudwatch.GraphWidget({
-          title: `${c.name}: reaper`,
-          width: W,
-          height: H,
-          left: [sum(MetricNames.StaleLeasesReleased), sum(MetricNames.RowsPurged), sum(MetricNames.PayloadsPurged)],
-        }),
+        ...CONSUMER_WIDGETS.map(
+          (w) =>
+            new cloudwatch.GraphWidget({
+              title: `${c.name}: ${w.title}`,
+              width: W,
+              height: H,
+              left: seriesOf(w.left, c).map(render),
+              ...(w.right ? { right: seriesOf(w.right, c).map(render) } : {}),
+              ...(w.leftLabel ? { leftYAxis: { label: w.leftLabel, showUnits: false } } : {}),
+              ...(w.rightLabel ? { rightYAxis: { label: w.rightLabel, showUnits: false } } : {}),
+            }),
+        ),
       );
     }
 
-    const perFunction = (metricName: string, statistic: string) =>
-      props.functions.map((f) => f.function.metric(metricName, { statistic, period: PERIOD, label: f.label }));
     this.dashboard.addWidgets(
       new cloudwatch.TextWidget({ markdown: '## Functions and database', width: 24, height: 1 }),
-      new cloudwatch.GraphWidget({ title: 'Lambda errors', width: W, height: H, left: perFunction('Errors', 'Sum') }),
-      new cloudwatch.GraphWidget({ title: 'Lambda throttles', width: W, height: H, left: perFunction('Throttles', 'Sum') }),
-      new cloudwatch.GraphWidget({ title: 'Lambda duration p99 (ms)', width: W, height: H, left: perFunction('Duration', 'p99') }),
+      ...FUNCTION_WIDGETS.map(
+        (w) =>
+          new cloudwatch.GraphWidget({
+            title: w.title,
+            width: 6,
+            height: H,
+            left: props.functions.map((f) => f.function.metric(w.metric, { statistic: w.stat, period: PERIOD, label: f.label })),
+          }),
+      ),
       new cloudwatch.GraphWidget({
         title: 'Aurora',
-        width: W,
+        width: 6,
         height: H,
         left: [props.cluster.metricServerlessDatabaseCapacity({ statistic: 'Maximum', period: PERIOD, label: 'capacity (ACU)' })],
         right: [props.cluster.metricDatabaseConnections({ statistic: 'Maximum', period: PERIOD, label: 'connections' })],

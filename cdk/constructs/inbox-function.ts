@@ -38,7 +38,7 @@ export interface FunctionPlatform {
   subnets: ec2.SubnetSelection;
   securityGroup: ec2.ISecurityGroup;
   database: DatabasePlatform;
-  observability: { metricsNamespace: string; serviceName: string; logLevel: string; logRetentionDays: logs.RetentionDays };
+  observability: { metricsNamespace: string; serviceName: string; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; logRetentionDays: logs.RetentionDays };
 }
 
 /**
@@ -112,7 +112,10 @@ export class InboxFunction extends NodejsFunction {
       vpcSubnets: platform.subnets,
       securityGroups: [platform.securityGroup],
       logGroup,
+      // Lambda's advanced logging controls: the function's level is Lambda's to set (it
+      // sets AWS_LAMBDA_LOG_LEVEL, which Powertools Logger honours first) and to filter.
       loggingFormat: lambda.LoggingFormat.JSON,
+      applicationLogLevelV2: lambda.ApplicationLogLevel[platform.observability.logLevel],
       environment: {
         ...(role !== undefined
           ? {
@@ -130,7 +133,6 @@ export class InboxFunction extends NodejsFunction {
         DB_PREPARE: proxy !== undefined ? 'false' : 'true',
         METRICS_NAMESPACE: platform.observability.metricsNamespace,
         SERVICE_NAME: platform.observability.serviceName,
-        LOG_LEVEL: platform.observability.logLevel,
         POWERTOOLS_SERVICE_NAME: platform.observability.serviceName,
         POWERTOOLS_METRICS_NAMESPACE: platform.observability.metricsNamespace,
         ...props.environment,

@@ -7,8 +7,9 @@ import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
 import { METRIC_DIMENSION, type MetricName } from '../../functions/lib/metric-names';
+import { DASHBOARD_PERIOD_MINUTES } from './dashboard-widgets';
 
-export const PERIOD = Duration.minutes(5);
+export const PERIOD = Duration.minutes(DASHBOARD_PERIOD_MINUTES);
 
 export interface MonitoredConsumer {
   name: string;
@@ -46,8 +47,8 @@ export class InboxMetrics {
   }
 
   /** AWS/Lambda OffsetLag of a consumer's ingest function: records in Kafka not yet processed. */
-  offsetLag(consumer: MonitoredConsumer): cloudwatch.Metric {
-    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} offset lag` });
+  offsetLag(consumer: MonitoredConsumer, label = 'offset lag'): cloudwatch.Metric {
+    return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} ${label}` });
   }
 
   /**
@@ -55,11 +56,11 @@ export class InboxMetrics {
    * mappings (ESM metrics, dimension EventSourceMappingUUID), or that Lambda failed to
    * deliver to the bucket (function metric DestinationDeliveryFailures).
    */
-  esmFailedRecords(consumer: MonitoredConsumer): cloudwatch.MathExpression {
+  esmFailedRecords(consumer: MonitoredConsumer, label = 'records sent to on-failure or dropped'): cloudwatch.MathExpression {
     return this.sumOverMappings(
       consumer,
       { onfailure: 'OnFailureDestinationDeliveredEventCount', dropped: 'DroppedEventCount' },
-      `${consumer.name} records sent to on-failure or dropped`,
+      `${consumer.name} ${label}`,
       { delivery: consumer.ingest.metric('DestinationDeliveryFailures', { statistic: 'Sum', period: PERIOD }) },
     );
   }
@@ -69,8 +70,8 @@ export class InboxMetrics {
    * registry (ESM metric SchemaRegistryErrorCount, ErrorCount group: emitted only when it
    * happens). Such records never reach the function, so no metric of ours can count them.
    */
-  schemaRegistryErrors(consumer: MonitoredConsumer): cloudwatch.MathExpression {
-    return this.sumOverMappings(consumer, { schemaregistry: 'SchemaRegistryErrorCount' }, `${consumer.name} schema registry errors`);
+  schemaRegistryErrors(consumer: MonitoredConsumer, label = 'schema registry errors'): cloudwatch.MathExpression {
+    return this.sumOverMappings(consumer, { schemaregistry: 'SchemaRegistryErrorCount' }, `${consumer.name} ${label}`);
   }
 
   /**

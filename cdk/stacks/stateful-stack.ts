@@ -79,9 +79,11 @@ export class StatefulStack extends Stack {
       }),
       credentials: rds.Credentials.fromGeneratedSecret('inbox_admin'),
       defaultDatabaseName: config.database.databaseName,
-      writer: rds.ClusterInstance.serverlessV2('writer', { publiclyAccessible: false }),
+      // Performance Insights is on for the cluster; said per instance too, or the CDK warns
+      // that an instance "disables" what the cluster turns on for it anyway.
+      writer: rds.ClusterInstance.serverlessV2('writer', { publiclyAccessible: false, enablePerformanceInsights: true }),
       readers: Array.from({ length: config.database.readers }, (_, i) =>
-        rds.ClusterInstance.serverlessV2(`reader${i + 1}`, { scaleWithWriter: true, publiclyAccessible: false }),
+        rds.ClusterInstance.serverlessV2(`reader${i + 1}`, { scaleWithWriter: true, publiclyAccessible: false, enablePerformanceInsights: true }),
       ),
       serverlessV2MinCapacity: config.database.minCapacityAcu,
       serverlessV2MaxCapacity: config.database.maxCapacityAcu,

@@ -51,7 +51,6 @@ export const DEFAULTS = {
   reaperSafetyMarginMs: 10_000,
   metricsNamespace: 'KafkaInbox',
   serviceName: 'kafka-inbox',
-  logLevel: 'INFO',
 } as const;
 
 /** A JSON object of consumer name to a value of `value`'s shape. */
@@ -68,6 +67,13 @@ function jsonRecord<T extends z.ZodType>(value: T, message: string) {
       }
     });
 }
+
+/** The levels Powertools Logger accepts, in any case. */
+const logLevel = z
+  .string()
+  .trim()
+  .toUpperCase()
+  .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'CRITICAL', 'SILENT']));
 
 /**
  * The variables, each with its default. Unset and empty values take the default;
@@ -137,12 +143,15 @@ const schema = z
 
     METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace),
     SERVICE_NAME: z.string().trim().min(1).default(DEFAULTS.serviceName),
-    LOG_LEVEL: z
-      .string()
-      .trim()
-      .toUpperCase()
-      .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT', 'CRITICAL']))
-      .default(DEFAULTS.logLevel),
+    /**
+     * The log level is Powertools Logger's to read, as it documents: AWS_LAMBDA_LOG_LEVEL
+     * (Lambda's advanced logging controls, which the CDK sets) wins, then
+     * POWERTOOLS_LOG_LEVEL, then LOG_LEVEL; INFO when none is set. They are parsed here
+     * only so that a typo fails the cold start naming the variable: the Logger would
+     * quietly log at INFO.
+     */
+    POWERTOOLS_LOG_LEVEL: logLevel.optional(),
+    LOG_LEVEL: logLevel.optional(),
   })
   .superRefine((env, ctx) => {
     const sources = (['DATABASE_URL', 'DB_SECRET_ARN', 'DB_IAM_USER'] as const).filter((k) => env[k] !== undefined);
@@ -200,7 +209,7 @@ export interface Config {
     opsFunctionArn?: string;
     schedulerRoleArn?: string;
   };
-  observability: { metricsNamespace: string; serviceName: string; logLevel: string };
+  observability: { metricsNamespace: string; serviceName: string };
 }
 
 /** Parse a configuration from an environment-shaped record. Throws ConfigError naming every bad variable. */
@@ -245,7 +254,7 @@ export function parseConfig(env: Env): Config {
       ...(e.OPS_FUNCTION_ARN !== undefined ? { opsFunctionArn: e.OPS_FUNCTION_ARN } : {}),
       ...(e.SCHEDULER_ROLE_ARN !== undefined ? { schedulerRoleArn: e.SCHEDULER_ROLE_ARN } : {}),
     },
-    observability: { metricsNamespace: e.METRICS_NAMESPACE, serviceName: e.SERVICE_NAME, logLevel: e.LOG_LEVEL },
+    observability: { metricsNamespace: e.METRICS_NAMESPACE, serviceName: e.SERVICE_NAME },
   };
 }
 

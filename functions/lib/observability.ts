@@ -1,6 +1,10 @@
 /**
  * The Logger and Metrics instances. Log lines are structured JSON; no payload, header
  * value or credential is ever passed to the logger — only identifiers and counts.
+ *
+ * No log level is passed to the Logger: one given to its constructor would override
+ * POWERTOOLS_LOG_LEVEL and LOG_LEVEL, so the Logger reads them itself, after Lambda's
+ * AWS_LAMBDA_LOG_LEVEL, as Powertools documents (config.ts validates them).
  */
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
@@ -17,7 +21,6 @@ export interface Observability {
 export function createObservability(config: Config, component: string): Observability {
   const logger = new Logger({
     serviceName: config.observability.serviceName,
-    logLevel: config.observability.logLevel as never,
     persistentKeys: { component, ...(config.consumerName ? { consumerName: config.consumerName } : {}) },
   });
   const metrics = new Metrics({

@@ -93,6 +93,8 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
   };
   const lost: ClaimedRow[] = [];
   const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
+  // What the outcome metrics have been given so far.
+  const reported = { processed: 0, retried: 0, quarantined: 0, ignored: 0 };
 
   /**
    * One claimed batch. Resolves to the batch's reports and whether it failed as a whole
@@ -179,6 +181,10 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
           logger.warn('worker_leases_lost', { consumerName: consumer.name, rows: report.lost.length });
         }
       }
+      for (const [name, key] of OUTCOME_METRICS) {
+        if (result[key] > reported[key]) count(metrics, name, result[key] - reported[key]);
+        reported[key] = result[key];
+      }
       // A batch that failed as a whole for a reason worth retrying (the database, not a row)
       // will not clear up within this invocation.
       if (failed) break;
@@ -190,13 +196,20 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     // PROCESSING.
     await handBackLost(ctx, lost);
   } finally {
-    count(metrics, MetricNames.EventsProcessed, result.processed);
-    count(metrics, MetricNames.EventsRetried, result.retried);
-    count(metrics, MetricNames.EventsQuarantined, result.quarantined);
-    count(metrics, MetricNames.EventsIgnored, result.ignored);
+    // Per batch, as they happen (values of one metric add up in CloudWatch), and zeros at
+    // the end so an invocation that processed nothing still reports it.
+    for (const [name, key] of OUTCOME_METRICS) count(metrics, name, result[key] - reported[key]);
   }
   return result;
 }
+
+/** The outcome counts and the metric each is reported as. */
+const OUTCOME_METRICS = [
+  [MetricNames.EventsProcessed, 'processed'],
+  [MetricNames.EventsRetried, 'retried'],
+  [MetricNames.EventsQuarantined, 'quarantined'],
+  [MetricNames.EventsIgnored, 'ignored'],
+] as const;
 
 /** Claims in a row that took nothing but put lanes right before the loop stops: bounds a spin. */
 const MAX_EMPTY_CLAIMS = 10;

@@ -1,7 +1,8 @@
 /**
  * `npx cdk synth` on the repository as cloned: no AWS credentials, no context lookups,
  * no network beyond what the CLI itself skips (notices and version check off). The CLI runs
- * the app's own cdk-nag checks, so a new unacknowledged finding fails here too.
+ * the app's own cdk-nag checks, so a new unacknowledged finding fails here too, and any
+ * warning the CLI prints (an unanswered annotation, an unset feature flag) fails every stage.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -24,6 +25,11 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
       { cwd: root, env, encoding: 'utf8', timeout: 170_000 },
     );
     expect(result.status, `${result.stdout}\n${result.stderr}`).toBe(0);
+    // Nothing a user could not act on: every annotation answered, every feature flag set.
+    const output = `${result.stdout}\n${result.stderr}`;
+    expect(output).not.toMatch(/\bWARNING\b/);
+    expect(output).not.toMatch(/feature flags? (is|are) not configured/);
+    expect(output).toContain('Successfully synthesized');
     expect(existsSync(join(outdir, 'manifest.json'))).toBe(true);
     check(outdir);
   } finally {
@@ -34,7 +40,7 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
 
 const templatesIn = (outdir: string) => readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
 
-it('synthesizes both stacks offline with no credentials', () => {
+it('synthesizes both stacks offline with no credentials, and warns of nothing', () => {
   cdkSynth([], (outdir) => {
     expect(templatesIn(outdir)).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
   });

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { CONSUMER_WIDGETS, seriesOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
@@ -224,6 +225,16 @@ describe('functions', () => {
     for (const c of CONSUMERS) expect(env).toContain(`\\"${c.name}\\":[`);
   });
 
+  it("set the log level through Lambda's logging configuration (JSON, application level of the stage), not an environment variable", () => {
+    const functions = Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter(([, f]) => /^Kafka inbox/.test(f.Properties!.Description ?? ''));
+    expect(functions.length).toBe(CONSUMERS.length * 2 + 3);
+    for (const [id, f] of functions) {
+      expect(f.Properties!.LoggingConfig, id).toMatchObject({ LogFormat: 'JSON', ApplicationLogLevel: s.config.observability.logLevel });
+      const env = Object.keys(f.Properties!.Environment.Variables as Record<string, unknown>);
+      expect(env.filter((k) => /LOG_LEVEL/.test(k)), id).toEqual([]);
+    }
+  });
+
   it('apply the migrations through a trigger before any function that uses the inbox exists', () => {
     const triggers = resourcesOf(s.stateless, 'Custom::Trigger');
     expect(Object.keys(triggers)).toHaveLength(1);
@@ -317,6 +328,13 @@ describe('database', () => {
     expect(Object.keys(resourcesOf(s.stateful, 'AWS::RDS::DBCluster'))).toEqual([DATABASE_CLUSTER_LOGICAL_ID]);
   });
 
+  it('has Performance Insights on the cluster and, said explicitly, on every instance', () => {
+    s.stateful.hasResourceProperties('AWS::RDS::DBCluster', { PerformanceInsightsEnabled: true });
+    const instances = Object.entries(resourcesOf(s.stateful, 'AWS::RDS::DBInstance'));
+    expect(instances.length).toBeGreaterThan(0);
+    for (const [id, instance] of instances) expect(instance.Properties!.EnablePerformanceInsights, id).toBe(true);
+  });
+
   it('uses a generated secret: no secret value or password in either template', () => {
     s.stateful.resourceCountIs('AWS::SecretsManager::Secret', 1);
     s.stateful.hasResourceProperties('AWS::SecretsManager::Secret', {
@@ -389,6 +407,31 @@ describe('observability', () => {
     const body = JSON.stringify(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
     for (const aws of ['OffsetLag', 'Errors', 'Throttles', 'Duration', 'ServerlessDatabaseCapacity', 'DatabaseConnections']) {
       expect(body, aws).toContain(`\\"${aws}\\"`);
+    }
+  });
+
+  it('draws each widget of dashboard-widgets.ts for each consumer: its title, one line per series, its statistics', () => {
+    const [dashboard] = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
+    const parts = dashboard!.Properties!.DashboardBody['Fn::Join'][1] as unknown[];
+    const body = JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'REF')).join('')) as {
+      widgets: { type: string; properties: { title?: string; metrics?: unknown[][] } }[];
+    };
+    for (const consumer of CONSUMERS) {
+      for (const w of CONSUMER_WIDGETS) {
+        const title = `${consumer.name}: ${w.title}`;
+        const found = body.widgets.filter((x) => x.type === 'metric' && x.properties.title === title);
+        expect(found, title).toHaveLength(1);
+        const metrics = found[0]!.properties.metrics!;
+        const lines = metrics.filter((m) => !m.some((part) => typeof part === 'object' && part !== null && (part as { visible?: boolean }).visible === false));
+        const declared = { schemaRegistry: consumer.schemaRegistry !== undefined };
+        const charted = [...seriesOf(w.left, declared), ...seriesOf(w.right ?? [], declared)];
+        expect(lines, title).toHaveLength(charted.length);
+        for (const series of charted) {
+          if (!('metric' in series)) continue;
+          const line = metrics.find((m) => m.includes(series.metric) && JSON.stringify(m).includes(`"stat":"${series.stat}"`));
+          expect(line, `${title} ${series.metric} ${series.stat}`).toBeDefined();
+        }
+      }
     }
   });
 

@@ -70,13 +70,19 @@ function roleOf(fn: Exclude<Fn, 'migrate'>, env: Record<string, string>): Databa
   return DatabaseRoles[fn];
 }
 
-async function invoke(
+/** The URL a bundled function connects with: its own role's (the migration function: the owner's). */
+function urlFor(fn: Fn, env: Record<string, string>): string {
+  return fn === 'migrate' ? db.url : db.urlAs(roleOf(fn, env));
+}
+
+/** Invoke a bundled handler in its own process; its output (JSON log lines, the result). */
+async function invokeOutput(
   fn: Fn,
   event: unknown,
   env: Record<string, string>,
-  databaseUrl = fn === 'migrate' ? db.url : db.urlAs(roleOf(fn, env)),
-): Promise<any> {
-  const { stdout } = await run(
+  databaseUrl = urlFor(fn, env),
+): Promise<{ stdout: string; stderr: string }> {
+  return run(
     process.execPath,
     [`${root}test/db/fixtures/invoke-bundle.mjs`, `${outDir}/${fn}/index.mjs`, JSON.stringify(event), '60000', `req-${fn}`],
     {
@@ -86,6 +92,10 @@ async function invoke(
       env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
     },
   );
+}
+
+async function invoke(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)): Promise<any> {
+  const { stdout } = await invokeOutput(fn, event, env, databaseUrl);
   const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
   expect(line, stdout).toBeDefined();
   return JSON.parse(line!.slice('RESULT '.length));
@@ -215,5 +225,27 @@ describe('the bundled functions', () => {
     await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest))).rejects.toMatchObject({
       stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
     });
+  });
+});
+
+describe('the log level, as Powertools documents it', () => {
+  /** The levels of the JSON log lines the reaper printed in one invocation. */
+  const reaperLogLevels = async (env: Record<string, string>) => {
+    const { stdout, stderr } = await invokeOutput('reaper', { source: 'schedule' }, env);
+    return `${stdout}\n${stderr}`
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => (JSON.parse(l) as { level: string }).level);
+  };
+
+  it('follows POWERTOOLS_LOG_LEVEL over LOG_LEVEL (the functions no longer pass a level of their own)', async () => {
+    expect(await reaperLogLevels({ POWERTOOLS_LOG_LEVEL: 'INFO', LOG_LEVEL: 'ERROR' })).toContain('INFO');
+    expect(await reaperLogLevels({ POWERTOOLS_LOG_LEVEL: 'WARN', LOG_LEVEL: 'DEBUG' })).not.toContain('INFO');
+  });
+
+  it("lets Lambda's AWS_LAMBDA_LOG_LEVEL (the CDK's logging configuration) win over POWERTOOLS_LOG_LEVEL", async () => {
+    const levels = await reaperLogLevels({ AWS_LAMBDA_LOG_LEVEL: 'ERROR', POWERTOOLS_LOG_LEVEL: 'DEBUG' });
+    expect(levels.filter((l) => l === 'DEBUG' || l === 'INFO' || l === 'WARN')).toEqual([]);
+    expect(await reaperLogLevels({ AWS_LAMBDA_LOG_LEVEL: 'INFO', POWERTOOLS_LOG_LEVEL: 'ERROR' })).toContain('INFO');
   });
 });

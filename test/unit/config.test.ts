@@ -48,7 +48,7 @@ describe('parseConfig', () => {
       MAX_PAYLOAD_BYTES: '1024',
       WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
       INGEST_MAPPINGS: '{"case-sla":["3f6a1c9e-0000-4000-8000-000000000001"]}',
-      LOG_LEVEL: 'debug',
+      POWERTOOLS_LOG_LEVEL: 'debug',
     });
     expect(config.database).toMatchObject({
       secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
@@ -61,7 +61,6 @@ describe('parseConfig', () => {
     expect(config.maxPayloadBytes).toBe(1024);
     expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
     expect(config.ingestMappings).toEqual({ 'case-sla': ['3f6a1c9e-0000-4000-8000-000000000001'] });
-    expect(config.observability.logLevel).toBe('DEBUG');
   });
 
   it('treats empty values as unset', () => {
@@ -86,7 +85,8 @@ describe('parseConfig', () => {
     ['WORKER_SCHEDULES', '[not json', /WORKER_SCHEDULES: must be a JSON object/],
     ['INGEST_MAPPINGS', '{"case-sla":"not-a-list"}', /INGEST_MAPPINGS: must be a JSON object of consumer name to a list/],
     ['DB_SSL', 'sometimes', /DB_SSL/],
-    ['LOG_LEVEL', 'LOUD', /LOG_LEVEL/],
+    ['POWERTOOLS_LOG_LEVEL', 'LOUD', /POWERTOOLS_LOG_LEVEL/],
+    ['LOG_LEVEL', 'verbose', /LOG_LEVEL/],
   ])('names a malformed %s', (name, value, pattern) => {
     const error = errorOf(() => parseConfig({ ...LOCAL, [name]: value }));
     expect(error.message).toMatch(pattern);

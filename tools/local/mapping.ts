@@ -48,6 +48,8 @@ export interface MappingOptions {
   invokeUnreachable: Invoke;
   /** Pause after a failed delivery before its partitions are polled again (the mapping backs off). */
   retryDelayMs?: number;
+  /** Told of every fault the mapping injects, as it happens (the run's report marks them). */
+  onFault?: (kind: 'database-unreachable' | 'commit-lost') => void;
 }
 
 export interface MappingStats {
@@ -178,7 +180,10 @@ export class SimulatedMapping {
     this.stats.records += records.length;
 
     const unreachable = keyedChance(this.options.infraFailureRate, seed, consumerName, topic, 'infra', first.partition, first.delivery);
-    if (unreachable) this.stats.infraFailures += 1;
+    if (unreachable) {
+      this.stats.infraFailures += 1;
+      this.options.onFault?.('database-unreachable');
+    }
     let response: KafkaBatchResponse;
     try {
       response = await (unreachable ? this.options.invokeUnreachable : this.options.invoke)(mskEvent(records));
@@ -207,6 +212,7 @@ export class SimulatedMapping {
         const keep = whole ? 0 : Math.floor(keyedDraw(seed, consumerName, topic, 'keep', s.partition, s.delivery) * size);
         this.committed[s.partition] = s.start + keep;
         this.stats.injectedRedeliveries += 1;
+        this.options.onFault?.('commit-lost');
       }
     }
     return failures.size > 0;

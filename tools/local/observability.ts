@@ -3,9 +3,9 @@
  *
  * The functions receive real Powertools instances, so they log and count exactly as in
  * Lambda. Two things differ, both by subclassing rather than by touching the environment:
- * log lines go to a file (the terminal belongs to the progress display), and metrics are
- * tallied in memory instead of being printed as EMF, so the summary can show what each
- * function itself reported.
+ * log lines go to a file (the terminal belongs to the progress display), and the EMF
+ * documents a flush would print are kept in memory instead, so that the summary and the
+ * report show what each function itself reported.
  */
 import { createWriteStream, mkdirSync, type WriteStream } from 'node:fs';
 import { dirname } from 'node:path';
@@ -50,45 +50,89 @@ export class SinkLogger extends Logger {
   }
 }
 
-/** Per consumer (the ConsumerName dimension), per metric name, the sum of what was added. */
-export type MetricTally = Map<string, Map<string, number>>;
+/** One EMF document, as Powertools serializes it and CloudWatch reads it from the log. */
+export type EmfDocument = ReturnType<Metrics['serializeMetrics']>;
 
-export function tallyOf(tally: MetricTally, consumer: string, name: string): number {
-  return tally.get(consumer)?.get(name) ?? 0;
+/** One value of one metric, as the report reads it. */
+export interface MetricPoint {
+  /** Epoch milliseconds (the document's timestamp). */
+  time: number;
+  consumer: string;
+  name: string;
+  value: number;
+}
+
+/** Every EMF document the functions flushed during the run, in order. */
+export class MetricLog {
+  readonly documents: EmfDocument[] = [];
+
+  record(document: EmfDocument): void {
+    this.documents.push(document);
+  }
+
+  *points(): Generator<MetricPoint> {
+    for (const doc of this.documents) {
+      const consumer = typeof doc[METRIC_DIMENSION] === 'string' ? (doc[METRIC_DIMENSION] as string) : '(none)';
+      for (const directive of doc._aws.CloudWatchMetrics) {
+        for (const { Name } of directive.Metrics) {
+          const raw = doc[Name];
+          for (const value of Array.isArray(raw) ? raw : [raw]) {
+            if (typeof value === 'number') yield { time: doc._aws.Timestamp, consumer, name: Name, value };
+          }
+        }
+      }
+    }
+  }
+
+  /** The sum of every value of a metric the consumer's functions emitted. */
+  total(consumer: string, name: string): number {
+    let total = 0;
+    for (const p of this.points()) if (p.consumer === consumer && p.name === name) total += p.value;
+    return total;
+  }
 }
 
 /**
- * A Powertools Metrics that adds every metric into a tally under its ConsumerName
- * dimension (the default one, or one added per flush as the reaper does), and whose flush
- * only clears instead of printing EMF.
+ * A Powertools Metrics whose flush records the EMF document it serializes instead of
+ * printing it. The consumer is the ConsumerName default dimension, as in Lambda, or the one
+ * the reaper adds per flush.
+ *
+ * Lambda flushes once per invocation (the handlers do). The local run calls the functions'
+ * logic directly and flushes after each invocation the same way, but a worker invocation
+ * may drain for many seconds: so a flush also happens when the oldest stored value is
+ * `flushEveryMs` old, and the report's one-second buckets show when things happened.
  */
-export class TallyMetrics extends Metrics {
-  #dimension: string | undefined;
+export class CapturingMetrics extends Metrics {
+  #firstStoredAt: number | undefined;
 
   constructor(
-    private readonly tally: MetricTally,
-    private readonly consumerName?: string,
+    private readonly log: MetricLog,
+    consumerName?: string,
+    private readonly flushEveryMs = 250,
   ) {
-    super({ namespace: 'KafkaInboxLocal', serviceName: 'kafka-inbox-local' });
-  }
-
-  override addDimension(name: string, value: string): this {
-    if (name === METRIC_DIMENSION) this.#dimension = value;
-    return super.addDimension(name, value);
+    super({
+      namespace: 'KafkaInboxLocal',
+      serviceName: 'kafka-inbox-local',
+      ...(consumerName ? { defaultDimensions: { [METRIC_DIMENSION]: consumerName } } : {}),
+    });
   }
 
   override addMetric(name: string, unit: MetricUnit, value: number, resolution?: MetricResolution): this {
-    const consumer = this.#dimension ?? this.consumerName ?? '(none)';
-    let byName = this.tally.get(consumer);
-    if (byName === undefined) this.tally.set(consumer, (byName = new Map()));
-    byName.set(name, (byName.get(name) ?? 0) + value);
+    const now = Date.now();
+    if (this.#firstStoredAt !== undefined && now - this.#firstStoredAt >= this.flushEveryMs) this.publishStoredMetrics();
+    this.#firstStoredAt ??= now;
     return super.addMetric(name, unit, value, resolution);
   }
 
   override publishStoredMetrics(): this {
-    this.clearMetrics();
-    this.clearDimensions();
-    this.#dimension = undefined;
+    try {
+      if (this.hasStoredMetrics()) this.log.record(this.serializeMetrics());
+    } finally {
+      this.clearMetrics();
+      this.clearDimensions();
+      this.clearMetadata();
+      this.#firstStoredAt = undefined;
+    }
     return this;
   }
 }

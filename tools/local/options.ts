@@ -47,6 +47,8 @@ export interface LocalOptions {
   /** Level of the functions' own log lines, written to `logFile` (never to the terminal). */
   logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR' | 'SILENT';
   logFile: string;
+  /** Where the HTML report of the run goes. */
+  reportFile: string;
 }
 
 export const DEFAULT_OPTIONS: LocalOptions = {
@@ -70,6 +72,7 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   keep: false,
   logLevel: 'WARN',
   logFile: '.local/local-run.log',
+  reportFile: '.local/report.html',
 };
 
 export const HELP = `npm start [-- options]
@@ -77,8 +80,12 @@ export const HELP = `npm start [-- options]
 Runs the whole system on this machine: an embedded PostgreSQL (unless DATABASE_URL is set),
 the migrations, a simulated MSK event-source mapping feeding generated events to the real
 ingest functions of case-projection, case-sla and notification-service, and the real worker
-and reaper on an accelerated schedule. Ends with a summary per consumer and invariant checks;
-exits 1 if any check fails.
+and reaper on an accelerated schedule. Ends with a summary per consumer, invariant checks and
+an HTML report of the run (charts of the dashboard's metrics over its time).
+
+Exit status: 0 all checks passed; 1 a check failed or the run did not settle in time; 2 bad
+options; 130 interrupted (Ctrl-C: the summary of what ran so far is printed, the embedded
+database stopped and removed).
 
 Stream
   --events <n>              events to generate                         (default ${DEFAULT_OPTIONS.events})
@@ -104,6 +111,7 @@ Machinery
   --timeout <seconds>       fail if not settled by then                (default ${DEFAULT_OPTIONS.timeoutSeconds})
   --log-level <level>       functions' log level: DEBUG INFO WARN ERROR SILENT (default ${DEFAULT_OPTIONS.logLevel})
   --log-file <path>         where the functions' JSON logs go          (default ${DEFAULT_OPTIONS.logFile})
+  --report <path>           where the HTML report goes                 (default ${DEFAULT_OPTIONS.reportFile})
   --keep                    leave the database running afterwards, to inspect it with
                             DATABASE_URL=… npm run ops -- stats
   -h, --help                this text
@@ -134,6 +142,7 @@ const FLAGS = {
   timeout: { key: 'timeoutSeconds', schema: count(1, 24 * 3600) },
   'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
   'log-file': { key: 'logFile', schema: z.string().min(1) },
+  report: { key: 'reportFile', schema: z.string().min(1) },
 } as const satisfies Record<string, { key: keyof LocalOptions; schema: z.ZodType }>;
 
 export class OptionsError extends Error {

@@ -15,11 +15,15 @@
  *   faults        the consumer declarations wrapped by faults.ts (no production code changed)
  *
  * It ends when every mapping has committed every offset and every inbox row is final (or
- * at the timeout), then checks the invariants (checks.ts) and prints a summary per consumer.
+ * at the timeout), then checks the invariants (checks.ts), prints a summary per consumer and
+ * writes the HTML report (html-report.ts) from the metrics the functions emitted. When the
+ * caller's signal aborts (Ctrl-C), it stops where it is, prints what ran so far and writes
+ * the report, without checks.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CONSUMERS } from '../../functions/consumers';
+import type { KafkaEvent } from '../../functions/ingest/types';
 import type { ConsumerDeclaration } from '../../functions/consumers/types';
 import { claimDue } from '../../functions/inbox/claim-due';
 import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
@@ -34,12 +38,15 @@ import { DatabaseRoles, ingestRoleOf, type DatabaseRole } from '../../functions/
 import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
+import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
 import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
+import { writeReport } from './html-report';
 import { SimulatedMapping } from './mapping';
-import { fileSink, nullSink, SinkLogger, tallyOf, TallyMetrics, type LogSink, type MetricTally } from './observability';
+import { CapturingMetrics, fileSink, MetricLog, nullSink, SinkLogger, type LogSink } from './observability';
 import type { LocalOptions } from './options';
 import { checksReport, Progress, summaryTable, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
+import { buildTimeline, type FaultEvent, type FaultKind } from './timeline';
 
 export interface RunLocalIO {
   /** An existing (empty) database; an embedded PostgreSQL is started when absent. */
@@ -47,15 +54,22 @@ export interface RunLocalIO {
   out?: Output;
   /** Rewrite one progress line in place (a terminal) rather than print periodic lines. */
   tty?: boolean;
+  /** Aborted (Ctrl-C): stop, print what ran so far, write the report, skip the checks. */
+  signal?: AbortSignal;
 }
 
 export interface LocalRunResult {
   ok: boolean;
-  exitCode: 0 | 1;
+  /** 0 every check passed; 1 otherwise: a check failed, or the run was interrupted (see `interrupted`). */
+  exitCode: typeof ExitCode.passed | typeof ExitCode.failed;
+  /** The caller's signal stopped the run before it settled; no checks ran. */
+  interrupted: boolean;
   checks: CheckResult[];
   consumers: ConsumerSummary[];
   stream: GeneratedStream['counts'];
   elapsedMs: number;
+  /** The HTML report written, when the run got far enough to have one. */
+  reportFile?: string;
   /** With options.keep: the database, still running (the owner's URL, and inbox_ops's for `npm run ops`). stop() ends an embedded one. */
   kept?: { url: string; opsUrl: string; embedded: boolean; stop(): Promise<void> };
 }
@@ -73,6 +87,9 @@ const CRASH_CLAIM_LIMIT = 20;
 const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** The caller's signal aborted the run before its stream started: nothing to summarize. */
+class InterruptedBeforeStart extends Error {}
 
 export class DatabaseNotEmptyError extends Error {
   constructor(what: string) {
@@ -107,7 +124,6 @@ function configFor(url: string, options: LocalOptions): Config {
     WORKER_SAFETY_MARGIN_MS: '3000',
     LEASE_SECONDS: '10',
     REAPER_SAFETY_MARGIN_MS: '3000',
-    LOG_LEVEL: options.logLevel,
     SERVICE_NAME: 'kafka-inbox-local',
   });
 }
@@ -126,6 +142,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
   const out: Output = io.out ?? { write: (t) => void process.stdout.write(t) };
   const tty = io.tty ?? false;
   const started = performance.now();
+  const startedAt = Date.now();
+  const aborted = () => io.signal?.aborted === true;
+  const checkpoint = () => {
+    if (aborted()) throw new InterruptedBeforeStart();
+  };
   const clients: Sql[] = [];
   let sink: LogSink = nullSink;
   let stopEmbedded: (() => Promise<void>) | undefined;
@@ -145,6 +166,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       url = db.url;
       out.write(`ready in ${((performance.now() - t) / 1000).toFixed(1)} s (port ${db.port}).\n`);
     }
+    checkpoint();
     const config = configFor(url, options);
     const client = async (poolMax: number, overrides: Partial<Config['database']> = {}) => {
       const c = await createSql({ ...config.database, poolMax, ...overrides });
@@ -161,6 +183,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     await prepareLedger(admin);
     const adminUrl = url;
     const as = (role: DatabaseRole, poolMax: number) => client(poolMax, { url: roleUrl(adminUrl, role) });
+    checkpoint();
 
     const stream = generateStream(options);
     out.write(`${describeStream(stream, options)}\n`);
@@ -170,7 +193,9 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     }
     out.write('\n');
 
-    const tally: MetricTally = new Map();
+    const metricLog = new MetricLog();
+    const faults: FaultEvent[] = [];
+    const fault = (kind: FaultKind, consumer: string) => faults.push({ time: Date.now(), kind, consumer });
     const logger = (component: string, consumerName?: string) =>
       new SinkLogger(sink, {
         serviceName: config.observability.serviceName,
@@ -188,10 +213,29 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     for (const [topic, names] of Object.entries(TOPIC_CONSUMERS)) {
       for (const name of names) {
         const consumer = consumers.get(name)!;
-        const deps = { consumer, config, logger: logger('ingest', name), metrics: new TallyMetrics(tally, name) };
+        const deps = { consumer, config, logger: logger('ingest', name), metrics: new CapturingMetrics(metricLog, name) };
         const live = createIngestHandler({ ...deps, sql: await as(ingestRoleOf(consumer), options.pollers) });
-        const dead = createIngestHandler({ ...deps, sql: await client(1, { url: unreachableUrl, connectTimeoutSeconds: 1 }) });
         const context = () => ({ awsRequestId: randomUUID() });
+        // As the ingest handler does at the end of every invocation.
+        const flushed = async <T>(invocation: Promise<T>): Promise<T> => {
+          try {
+            return await invocation;
+          } finally {
+            deps.metrics.publishStoredMetrics();
+          }
+        };
+        // Each unreachable invocation gets a client of its own, as a container would that meets
+        // the outage: one long-lived client would pile up postgres.js's reconnect backoff
+        // (up to 20 s a connect after a few failures) and hold its partitions for that long,
+        // so the mapping delivered nothing for tens of seconds while nothing was due.
+        const unreachable = async (event: KafkaEvent) => {
+          const sql = await createSql({ ...config.database, poolMax: 1, url: unreachableUrl, connectTimeoutSeconds: 1 });
+          try {
+            return await createIngestHandler({ ...deps, sql })(event, context());
+          } finally {
+            await sql.end({ timeout: 1 });
+          }
+        };
         mappings.push({
           consumer: name,
           mapping: new SimulatedMapping({
@@ -203,8 +247,9 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
             seed: options.seed,
             redeliveryRate: options.redeliveryRate,
             infraFailureRate: options.infraFailureRate,
-            invoke: (event) => live(event, context()),
-            invokeUnreachable: (event) => dead(event, context()),
+            invoke: (event) => flushed(live(event, context())),
+            invokeUnreachable: (event) => flushed(unreachable(event)),
+            onFault: (kind) => fault(kind, name),
           }),
         });
       }
@@ -253,6 +298,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         crashed.get(name)!.push(...rows.map((r) => r.inbox_id));
         pendingCrashes.set(name, pending - 1);
         crashesHappened += 1;
+        fault('worker-crash', name);
       } else if (mappingsDoneFor(name)) {
         // Everything delivered, and no row left that could still come due: there is nothing
         // to abandon (the check says so). Rows backing off are waited for.
@@ -267,7 +313,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // Workers: each loop is one scheduled function, invoked every tick with a fresh budget.
     for (const [name, consumer] of consumers) {
       const sql = await as(DatabaseRoles.worker, options.workers + 1);
-      const deps = { sql, consumer, config, logger: logger('worker', name), metrics: new TallyMetrics(tally, name) };
+      const deps = { sql, consumer, config, logger: logger('worker', name), metrics: new CapturingMetrics(metricLog, name) };
       for (let i = 0; i < options.workers; i++) {
         background.push(
           (async () => {
@@ -278,13 +324,18 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
                 continue;
               }
               const invocationEnds = performance.now() + INVOCATION_MS;
-              await invokeSafely(`worker ${name}`, deps.logger, () =>
-                runWorker({
-                  ...deps,
-                  owner: newOwnerId(`local-worker:${name}:${i}`),
-                  remainingMs: () => (stopping ? 0 : Math.max(0, invocationEnds - performance.now())),
-                }),
-              );
+              await invokeSafely(`worker ${name}`, deps.logger, async () => {
+                try {
+                  await runWorker({
+                    ...deps,
+                    owner: newOwnerId(`local-worker:${name}:${i}`),
+                    remainingMs: () => (stopping ? 0 : Math.max(0, invocationEnds - performance.now())),
+                  });
+                } finally {
+                  // As the worker handler does at the end of every invocation.
+                  deps.metrics.publishStoredMetrics();
+                }
+              });
               await sleep(options.tickMs);
             }
           })(),
@@ -297,7 +348,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const reaperQuarantined = new Map<string, number>(consumerNames.map((c) => [c, 0]));
     const reaperSql = await as(DatabaseRoles.reaper, 1);
     const reaperLogger = logger('reaper');
-    const reaperMetrics = new TallyMetrics(tally);
+    const reaperMetrics = new CapturingMetrics(metricLog);
     background.push(
       (async () => {
         while (!stopping) {
@@ -356,6 +407,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
       const mappingsDone = mappings.every((m) => m.mapping.done);
       if (mappingsDone && open === 0 && pendingCrashTotal() === 0) break;
+      if (aborted()) break;
       if (performance.now() > deadline) {
         timedOut = true;
         break;
@@ -368,29 +420,34 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     await Promise.all(background);
     progress.finish({ ...snapshot!, elapsedMs: performance.now() - started, crashes: crashesHappened, reaped: [...reaped.values()].reduce((a, b) => a + b, 0) });
 
+    const interrupted = aborted();
+    const total = (consumer: string, name: string) => metricLog.total(consumer, name);
     const summary: ConsumerSummary[] = consumerNames.map((name) => ({
       consumer: name,
-      received: tallyOf(tally, name, MetricNames.RecordsReceived),
-      inserted: tallyOf(tally, name, MetricNames.RecordsInserted),
-      duplicates: tallyOf(tally, name, MetricNames.RecordsDuplicate),
-      poison: tallyOf(tally, name, MetricNames.RecordsPoisoned),
-      processed: tallyOf(tally, name, MetricNames.EventsProcessed),
-      retried: tallyOf(tally, name, MetricNames.EventsRetried),
-      quarantined: tallyOf(tally, name, MetricNames.EventsQuarantined) + (reaperQuarantined.get(name) ?? 0),
-      ignored: tallyOf(tally, name, MetricNames.EventsIgnored),
+      received: total(name, MetricNames.RecordsReceived),
+      inserted: total(name, MetricNames.RecordsInserted),
+      duplicates: total(name, MetricNames.RecordsDuplicate),
+      poison: total(name, MetricNames.RecordsPoisoned),
+      processed: total(name, MetricNames.EventsProcessed),
+      retried: total(name, MetricNames.EventsRetried),
+      quarantined: total(name, MetricNames.EventsQuarantined) + (reaperQuarantined.get(name) ?? 0),
+      ignored: total(name, MetricNames.EventsIgnored),
       reaped: reaped.get(name) ?? 0,
     }));
 
-    const checks = await runChecks(admin, stream, {
-      consumers: consumerNames,
-      lag: new Map(mappings.map((m) => [m.consumer, m.mapping.lag])),
-      crashed,
-      crashesRequested: options.crashes,
-      reaped,
-      ingestInserted: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsInserted)])),
-      ingestPoisoned: new Map(consumerNames.map((c) => [c, tallyOf(tally, c, MetricNames.RecordsPoisoned)])),
-      timedOut,
-    });
+    // An interrupted run has not settled: every check would fail for that alone.
+    const checks = interrupted
+      ? []
+      : await runChecks(admin, stream, {
+          consumers: consumerNames,
+          lag: new Map(mappings.map((m) => [m.consumer, m.mapping.lag])),
+          crashed,
+          crashesRequested: options.crashes,
+          reaped,
+          ingestInserted: new Map(consumerNames.map((c) => [c, total(c, MetricNames.RecordsInserted)])),
+          ingestPoisoned: new Map(consumerNames.map((c) => [c, total(c, MetricNames.RecordsPoisoned)])),
+          timedOut,
+        });
     const finalStates = await admin<{ consumer_name: string; status: string; error_code: string | null; n: number }[]>`
       select consumer_name, status, case when status = 'QUARANTINED' then error_code end as error_code, count(*)::int as n
       from integration.consumer_inbox
@@ -413,35 +470,68 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     if (invocationErrors.size > 0) {
       out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);
     }
-    out.write('Final states:\n');
+    out.write(interrupted ? 'States so far:\n' : 'Final states:\n');
     for (const name of consumerNames) {
       const rows = finalStates.filter((r) => r.consumer_name === name);
       const parts = rows.map((r) => `${r.status}${r.error_code ? ` ${r.error_code}` : ''} ${r.n}`);
       out.write(`  ${name}: ${parts.join(' · ')}\n`);
     }
-    out.write(`\nChecks:\n${checksReport(checks)}\n\n`);
+    if (!interrupted) out.write(`\nChecks:\n${checksReport(checks)}\n`);
 
     const failed = checks.filter((c) => !c.ok);
     const elapsedMs = performance.now() - started;
-    out.write(
-      failed.length === 0
-        ? `All ${checks.length} checks passed in ${(elapsedMs / 1000).toFixed(1)} s.\n`
-        : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.\n`,
-    );
+    const seconds = `${(elapsedMs / 1000).toFixed(1)} s`;
+    const headline = interrupted
+      ? `Interrupted after ${seconds}: the summary above is what ran so far; the checks need a finished run.`
+      : failed.length === 0
+        ? `All ${checks.length} checks passed in ${seconds}.`
+        : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.`;
 
-    if (options.keep) {
+    // The report is a view of the run: failing to write it says so, and changes no outcome.
+    const reported = await writeReport(options.reportFile, {
+      timeline: buildTimeline({ log: metricLog, faults, consumers: consumerNames, startedAt, endedAt: Date.now() }),
+      outcome: interrupted ? 'interrupted' : failed.length === 0 ? 'passed' : 'failed',
+      headline,
+      description: `npm start: seed ${options.seed}, ${options.events.toLocaleString('en-US')} events, ${options.partitions} partitions, ${options.workers} workers per consumer, tick ${options.tickMs} ms`,
+      summary,
+      checks,
+      generatedAt: new Date(),
+    }).then(
+      () => true,
+      (error: unknown) => {
+        out.write(`\nReport not written to ${options.reportFile}: ${error instanceof Error ? error.message : String(error)}\n`);
+        return false;
+      },
+    );
+    out.write(`${reported ? `\nReport: ${options.reportFile}\n` : ''}\n${headline}\n`);
+
+    if (options.keep && !interrupted) {
       const stop = stopEmbedded ?? (async () => {});
       stopEmbedded = undefined;
       keptResult = { url, opsUrl: roleUrl(url, DatabaseRoles.ops), embedded: io.databaseUrl === undefined, stop };
     }
     return {
-      ok: failed.length === 0,
-      exitCode: failed.length === 0 ? 0 : 1,
+      ok: !interrupted && failed.length === 0,
+      exitCode: !interrupted && failed.length === 0 ? ExitCode.passed : ExitCode.failed,
+      interrupted,
       checks,
       consumers: summary,
       stream: stream.counts,
       elapsedMs,
+      ...(reported ? { reportFile: options.reportFile } : {}),
       ...(keptResult ? { kept: keptResult } : {}),
+    };
+  } catch (error) {
+    if (!(error instanceof InterruptedBeforeStart)) throw error;
+    out.write('\nInterrupted before the run started: nothing ran.\n');
+    return {
+      ok: false,
+      exitCode: ExitCode.failed,
+      interrupted: true,
+      checks: [],
+      consumers: [],
+      stream: { events: 0, caseEvents: 0, payments: 0, duplicates: 0, poison: 0, invalid: 0, outOfOrderCases: 0, faults: 0 },
+      elapsedMs: performance.now() - started,
     };
   } finally {
     stopping = true;

@@ -72,7 +72,9 @@ describe('worker observability', () => {
     });
     expect(JSON.stringify(r.lines)).not.toContain(secret);
 
-    const counts = Object.fromEntries(r.metrics.filter((m) => m.unit === 'Count').map((m) => [m.name, m.value]));
+    // Added per batch and once more at the end: CloudWatch sums the values of a metric.
+    const counts: Record<string, number> = {};
+    for (const m of r.metrics.filter((x) => x.unit === 'Count')) counts[m.name] = (counts[m.name] ?? 0) + m.value;
     expect(counts).toEqual({
       [MetricNames.EventsProcessed]: 1,
       [MetricNames.EventsRetried]: 0,

@@ -7,10 +7,10 @@ describe('parseLocalArgs', () => {
   });
 
   it('parses every kind of flag', () => {
-    const parsed = parseLocalArgs(['--events', '200', '--seed', '7', '--poison-rate', '0.2', '--keep', '--log-level', 'info']);
+    const parsed = parseLocalArgs(['--events', '200', '--seed', '7', '--poison-rate', '0.2', '--keep', '--log-level', 'info', '--report', 'out/run.html']);
     expect(parsed).toEqual({
       help: false,
-      options: { ...DEFAULT_OPTIONS, events: 200, seed: 7, poisonRate: 0.2, keep: true, logLevel: 'INFO' },
+      options: { ...DEFAULT_OPTIONS, events: 200, seed: 7, poisonRate: 0.2, keep: true, logLevel: 'INFO', reportFile: 'out/run.html' },
     });
   });
 
