@@ -42,6 +42,7 @@
  */
 import { DEFAULTS } from '../lib/config';
 import type { Queryable } from '../lib/db';
+import { planOpaque } from './plan-opaque';
 import type { InboxRow } from './types';
 
 export interface ClaimedRow extends InboxRow {
@@ -163,9 +164,9 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
           lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
           updated_at = now()
       where i.inbox_id = any(array(select inbox_id from taken))
-        -- Opaque to the planner on purpose: as a plain IN list it lets consumer_inbox_retry_idx
-        -- (every due row) join the primary-key lookups in a bitmap AND.
-        and case when i.status in ('RECEIVED', 'RETRY_PENDING') then true else false end
+        -- Not a plain IN list: it would let consumer_inbox_retry_idx (every due row) join
+        -- the primary-key lookups in a bitmap AND (plan-opaque.ts).
+        and ${planOpaque(q, q`i.status in ('RECEIVED', 'RETRY_PENDING')`)}
       returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.event_version,
                 i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
                 i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,

@@ -7,6 +7,7 @@
  * `now() + delay`.
  */
 import type { Queryable } from '../lib/db';
+import { planOpaque } from './plan-opaque';
 import type { Outcome } from './types';
 
 export async function completeRows(q: Queryable, owner: string, outcomes: readonly Outcome[]): Promise<string[]> {
@@ -40,7 +41,7 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
     from json_to_recordset(${JSON.stringify(rows)}::text::json) as o(
       inbox_id uuid, status text, delay_seconds float8, refund_attempt boolean, error_code text, error_message text, error_detail text)
     where i.inbox_id = o.inbox_id
-      and i.status = 'PROCESSING'
+      and ${planOpaque(q, q`i.status = 'PROCESSING'`)}
       and i.locked_by = ${owner}
     returning i.inbox_id`;
   return changed.map((r) => r.inbox_id);

@@ -13,6 +13,7 @@
  * mapping delivers one at a time.
  */
 import type { Queryable } from '../lib/db';
+import { planOpaque } from './plan-opaque';
 
 export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<string[]> {
   if (inboxIds.length === 0) return [];
@@ -25,7 +26,7 @@ export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds
         lease_expires_at = null,
         updated_at = now()
     where r.inbox_id = any(${inboxIds as string[]}::uuid[])
-      and r.status = 'PROCESSING'
+      and ${planOpaque(q, q`r.status = 'PROCESSING'`)}
       and r.locked_by = ${owner}
       and (
         -- Through consumer_inbox_open_lane_idx, the lane as one value (migration 0050).

@@ -9,6 +9,7 @@
  * its update waits, then re-checks and finds them no longer PROCESSING.
  */
 import type { Queryable } from '../lib/db';
+import { planOpaque } from './plan-opaque';
 
 export async function lockOwnedRows(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<Set<string>> {
   if (inboxIds.length === 0) return new Set();
@@ -16,7 +17,7 @@ export async function lockOwnedRows(q: Queryable, owner: string, inboxIds: reado
     select inbox_id
     from integration.consumer_inbox
     where inbox_id = any(${inboxIds as string[]}::uuid[])
-      and status = 'PROCESSING'
+      and ${planOpaque(q, q`status = 'PROCESSING'`)}
       and locked_by = ${owner}
       and lease_expires_at > now()
     order by inbox_id

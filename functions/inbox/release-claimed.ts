@@ -6,6 +6,7 @@
  * due now. Fenced on the owner: a row the reaper already took back is left alone.
  */
 import type { Queryable } from '../lib/db';
+import { planOpaque } from './plan-opaque';
 
 export async function releaseClaimed(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<string[]> {
   if (inboxIds.length === 0) return [];
@@ -19,7 +20,7 @@ export async function releaseClaimed(q: Queryable, owner: string, inboxIds: read
         lease_expires_at = null,
         updated_at = now()
     where inbox_id = any(${inboxIds as string[]}::uuid[])
-      and status = 'PROCESSING'
+      and ${planOpaque(q, q`status = 'PROCESSING'`)}
       and locked_by = ${owner}
     returning inbox_id`;
   return released.map((r) => r.inbox_id);

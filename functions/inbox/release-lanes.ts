@@ -31,6 +31,12 @@ export interface LaneRelease {
 export async function releaseLanes(q: Queryable, consumerName: string, owner: string, lanes: readonly LaneRelease[]): Promise<void> {
   if (lanes.length === 0) return;
   const sorted = [...lanes].sort(byLane);
+  // The consumer travels as a column beside the key, not as a constant: with a constant
+  // `consumer_name = $1` the planner may read every lane of the consumer through the
+  // primary key's prefix (statistics of a lane table never analyzed say it has few);
+  // with the whole key coming from the list, the only index path is one primary-key
+  // probe per lane, and the alternative, a scan, costs what the planner can see.
+  const consumers = sorted.map(() => consumerName);
   const types = sorted.map((l) => l.aggregateType);
   const ids = sorted.map((l) => l.aggregateId);
   const dues = sorted.map((l) => l.dueInSeconds);
@@ -44,16 +50,16 @@ export async function releaseLanes(q: Queryable, consumerName: string, owner: st
           due_at = least(l.due_at, now() + make_interval(secs => v.due_in_seconds)),
           held_by = v.held_by,
           updated_at = now()
-      from unnest(${types}::text[], ${ids}::text[], ${dues as (number | null)[]}::float8[], ${holds}::uuid[])
-           as v(aggregate_type, aggregate_id, due_in_seconds, held_by)
-      where l.consumer_name = ${consumerName}
+      from unnest(${consumers}::text[], ${types}::text[], ${ids}::text[], ${dues as (number | null)[]}::float8[], ${holds}::uuid[])
+           as v(consumer_name, aggregate_type, aggregate_id, due_in_seconds, held_by)
+      where l.consumer_name = v.consumer_name
         and l.aggregate_type = v.aggregate_type
         and l.aggregate_id = v.aggregate_id
         and l.locked_by = ${owner}`,
     q`
       delete from integration.consumer_lane l
-      using unnest(${types}::text[], ${ids}::text[]) as v(aggregate_type, aggregate_id)
-      where l.consumer_name = ${consumerName}
+      using unnest(${consumers}::text[], ${types}::text[], ${ids}::text[]) as v(consumer_name, aggregate_type, aggregate_id)
+      where l.consumer_name = v.consumer_name
         and l.aggregate_type = v.aggregate_type
         and l.aggregate_id = v.aggregate_id
         and l.locked_by is null
