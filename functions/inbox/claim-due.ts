@@ -1,41 +1,45 @@
 /**
  * Claim due rows of one consumer for one worker invocation (seed 000's claim, with a lease,
- * per-aggregate serialization and runs).
+ * per-aggregate serialization and runs). One statement, its own transaction: nothing it
+ * locks is held across a round trip, and nothing is shared by all the claimers of a
+ * consumer, so several workers of one consumer claim side by side.
  *
  * Why it looks the way it does:
  *
- * - Lanes, not rows. integration.consumer_lane holds one row per (consumer, aggregate)
- *   with queued work (migration 0050). A claim takes the oldest due lanes with FOR UPDATE
- *   SKIP LOCKED, reads each lane's first rows in head order, and takes the run of due rows
- *   at its start. Every step is an ordered range of a partial index whose ORDER BY is the
- *   index key, or a primary-key probe: the plan has no join or filter whose cost depends on
- *   the planner guessing how much of the table is due. The backlog can grow from nothing
- *   to millions after the last ANALYZE (an outage, a paused schedule, a TRIM_HORIZON
- *   deploy) and a claim still reads about runLimit + 1 index entries per lane it takes
+ * - Lanes, not rows. integration.consumer_lane (migration 0050) holds one row per
+ *   (consumer, aggregate) with work to look at; consumer_inbox's triggers mark it whenever
+ *   a row of the aggregate is queued or leaves PROCESSING, whoever the writer. A claim takes
+ *   the oldest due lanes with FOR UPDATE SKIP LOCKED and reads each lane's first queued rows
+ *   in head order. Every step is an ordered range of an index whose key is what the lookup
+ *   asks for, or a probe of one key: the plan has no join or filter whose cost depends on
+ *   the planner guessing how much of the table is due. The backlog can grow from nothing to
+ *   millions after the last ANALYZE (an outage, a paused schedule, a TRIM_HORIZON deploy)
+ *   and a claim still reads a few index entries per row it takes
  *   (test/db/worker/claim-plan.test.ts holds it to a budget of buffers per claimed row).
  *
- * - Per-aggregate serialization (DESIGN.md §6.4) is the lane's row lock and owner. A lane
- *   is claimable only with locked_by null; the claim sets locked_by in the same statement
- *   that moves its rows to PROCESSING, and the statement is its own transaction, so the
- *   lock it takes is held only while it runs, never across a round trip. A concurrent
- *   claim skips a lane being claimed (SKIP LOCKED) or, once that commits, finds locked_by
- *   set when it re-reads the row it locks (READ COMMITTED re-checks the WHERE on the
- *   latest version). Nothing is shared by all claimers of a consumer: they scale.
+ * - Per-aggregate serialization (DESIGN.md §6.4). An aggregate with a row in flight
+ *   (PROCESSING, under any owner, seen through consumer_inbox_in_flight_lane_idx) is not
+ *   claimed: its lane waits until that row leaves PROCESSING, which marks it due again. Two
+ *   claims cannot both take an aggregate: each needs its lane's row lock (SKIP LOCKED: a
+ *   lane being claimed is skipped), and a lane is taken only at the row version this
+ *   statement's snapshot saw, so one that another claim has just deleted or changed (or a
+ *   writer has marked since) is left for the next claim instead of being judged from reads
+ *   that cannot see that change.
  *
- * - Head of line per aggregate. A lane's rows are read from its head: the first row that
- *   is not finished, by aggregate_version nulls last, then arrival, then Kafka offset
- *   (the rows of one ingest batch share received_at; an aggregate lives in one partition,
- *   so offsets are its order). The run is the longest prefix of due rows, at most runLimit:
- *   a later version never overtakes an earlier one that is backing off. A lane whose head
- *   is not due is not claimed; its due_at is set to when the head will be.
+ * - Head of line per aggregate. A lane's rows are read from its head: the first queued row
+ *   by aggregate_version nulls last, then arrival, then Kafka offset (the rows of one ingest
+ *   batch share received_at; an aggregate lives in one partition, so offsets are its order).
+ *   The run is the longest prefix of due rows, at most runLimit: a later version never
+ *   overtakes an earlier one that is backing off. A lane whose head is not due is not
+ *   claimed; its due_at becomes the head's next attempt.
  *
  * - Runs. One lane gives up to runLimit consecutive rows, processed in order in one batch
  *   (process-batch.ts); a hot aggregate no longer costs a claim per row.
  *
- * - consumer_inbox's lane triggers mark a lane whenever a statement queues rows of its
- *   aggregate, whoever the writer. Rows in flight without a lane (a worker of the release
- *   before lanes, another writer) are PROCESSING rows in the lane's window: such a lane is
- *   not claimed until their lease could have expired.
+ * - What the lane says afterwards: a lane whose rows were all taken is deleted; one with
+ *   rows left behind its run, or whose aggregate is in flight, waits (due_at null) until a
+ *   row leaves PROCESSING; one whose head backs off is due when the head is. Held lanes
+ *   (quarantine policy hold-aggregate) are never taken.
  *
  * The lease ends no later than the invocation's own deadline (the caller passes the seconds
  * left), so a lease never outlives the worker that holds it.
@@ -55,19 +59,13 @@ export interface ClaimedLane {
   aggregateType: string;
   aggregateId: string;
   rows: ClaimedRow[];
-  /**
-   * When the row after the run is due, in seconds from the claim (0 or less: due now);
-   * null when the claim saw no row after the run. What the lane's due time becomes if the
-   * whole run succeeds.
-   */
-  nextDueInSeconds: number | null;
 }
 
 export interface Claim {
   /** Every claimed row, lane by lane, each lane's rows in run order. */
   rows: ClaimedRow[];
   lanes: ClaimedLane[];
-  /** Lanes looked at but not claimed because their head is not due (their due time was corrected). */
+  /** Lanes looked at and put right without being claimed: head not due, in flight, or empty. */
   deferredLanes: number;
 }
 
@@ -82,9 +80,8 @@ export interface ClaimOptions {
   leaseSeconds: number;
 }
 
-type ClaimRecord = ClaimedRow & { lane_no: number; next_due_in_seconds: number | null };
+type ClaimRecord = ClaimedRow & { lane_no: number; deferred_lanes: number };
 
-/** One statement, its own transaction: nothing it locks is held across a round trip. */
 export async function claimDue(q: Queryable, options: ClaimOptions): Promise<Claim> {
   return toClaim(await claimStatement(q, options));
 }
@@ -94,12 +91,11 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
   const { consumerName, owner, limit } = options;
   const runLimit = Math.max(1, Math.min(options.runLimit ?? DEFAULTS.workerRunLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
-  return q<(ClaimRecord & { deferred_lanes: number })[]>`
+  return q<ClaimRecord[]>`
     with locked_lanes as materialized (
       select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id, l.due_at
       from integration.consumer_lane l
       where l.consumer_name = ${consumerName}
-        and l.locked_by is null
         and l.held_by is null
         and l.due_at <= now()
       order by l.due_at
@@ -107,39 +103,43 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       for update of l skip locked
     ),
     -- FOR UPDATE locks a lane's latest version, which may be newer than this statement's
-    -- snapshot (a writer queued rows in it since): such a lane is left as it is this time,
-    -- never judged empty or not due from reads that cannot see those rows. A version the
-    -- snapshot sees is found again by its ctid; a newer one is not.
+    -- snapshot (a writer queued or finished rows of it since): such a lane is left as it
+    -- is this time. A version the snapshot sees is found again by its ctid; a newer one is not.
     lanes as materialized (
       select g.lane_ctid, g.aggregate_type, g.aggregate_id,
-             row_number() over (order by g.due_at, g.aggregate_type, g.aggregate_id) as lane_no
+             row_number() over (order by g.due_at, g.aggregate_type, g.aggregate_id) as lane_no,
+             exists (
+               select 1 from integration.consumer_inbox p
+               where array[p.consumer_name, p.aggregate_type, p.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
+                 and p.status = 'PROCESSING') as in_flight
       from locked_lanes g
       where exists (select 1 from integration.consumer_lane s where s.ctid = g.lane_ctid)
     ),
-    -- Each lane's first unfinished rows in head order: one more than a run, to see what
-    -- follows it. The condition and the ORDER BY are consumer_inbox_open_lane_idx's key
-    -- (migration 0050 says why the lane is one array value).
+    -- Each lane's first open rows in head order: one more than a run, to see whether
+    -- anything follows it. The condition (statuses included) and the ORDER BY are
+    -- consumer_inbox_open_lane_idx's (migration 0050 says why).
     window_rows as materialized (
       select g.lane_no, r.inbox_id, r.status,
              row_number() over (partition by g.lane_no order by r.aggregate_version, r.received_at, r.offset_no) as pos,
              r.status = 'RECEIVED' or (r.status = 'RETRY_PENDING' and r.next_attempt_at <= now()) as due,
-             case r.status when 'RECEIVED' then now() when 'RETRY_PENDING' then r.next_attempt_at else r.lease_expires_at end as due_at
+             coalesce(r.next_attempt_at, now()) as due_at
       from lanes g
       cross join lateral (
-        select d.inbox_id, d.status, d.next_attempt_at, d.lease_expires_at, d.aggregate_version, d.received_at, d.offset_no
+        select d.inbox_id, d.status, d.next_attempt_at, d.aggregate_version, d.received_at, d.offset_no
         from integration.consumer_inbox d
         where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
           and d.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
         order by d.aggregate_version, d.received_at, d.offset_no
         limit ${runLimit + 1}
       ) r
+      where not g.in_flight
     ),
     lane_view as materialized (
       select w.lane_no,
-             bool_or(w.status = 'PROCESSING') as in_flight,
-             min(w.due_at) filter (where w.status = 'PROCESSING') as in_flight_until,
              -- the run: due rows from the head on, up to the first that is not due
              coalesce(min(w.pos) filter (where not w.due), count(*) + 1) - 1 as clear_rows,
+             count(*) filter (where w.status <> 'PROCESSING') as queued_rows,
+             bool_or(w.status = 'PROCESSING') as in_flight,
              min(w.due_at) filter (where w.pos = 1) as head_due_at
       from window_rows w
       group by w.lane_no
@@ -174,52 +174,54 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
                 i.lease_expires_at, i.error_code, i.payload,
                 extract(epoch from now() - i.received_at)::float8 as waited_seconds
     ),
-    -- Lanes that gave rows now belong to this worker. due_at is cleared: what ingest
-    -- marks while the lane is held tells the release that something arrived.
-    locked as (
-      update integration.consumer_lane l
-      set locked_by = ${owner}, locked_at = now(), due_at = null, updated_at = now()
-      where l.ctid = any(array(
-          select g.lane_ctid from lanes g
-          where g.lane_no in (select t.lane_no from taken t join claimed c on c.inbox_id = t.inbox_id)))
+    -- Each lane looked at, and what it says from now on. Lanes cut off by the batch limit
+    -- (due rows, none taken, not in flight) stay as they are: due.
+    outcome as materialized (
+      select g.lane_ctid,
+             case
+               -- every queued row taken: nothing left to look at until something is queued
+               when t.taken > 0 and t.taken = coalesce(v.queued_rows, 0) then 'delete'
+               -- rows wait behind the run, or behind rows in flight: until a row leaves PROCESSING
+               when t.taken > 0 or g.in_flight or v.in_flight then 'wait'
+               -- nothing queued, nothing in flight
+               when v.lane_no is null then 'delete'
+               -- its head backs off
+               when v.clear_rows = 0 then 'head'
+             end as action,
+             v.head_due_at
+      from lanes g
+      left join lane_view v on v.lane_no = g.lane_no
+      cross join lateral (select count(*) as taken from taken x where x.lane_no = g.lane_no) t
     ),
-    -- Lanes not claimed because their head is not due, or it is in flight without a lane:
-    -- look again when that changes.
-    corrected as (
-      update integration.consumer_lane l
-      set due_at = case when v.in_flight then greatest(v.in_flight_until, now() + interval '1 second') else v.head_due_at end,
-          updated_at = now()
-      from lanes g join lane_view v on v.lane_no = g.lane_no
-      where l.ctid = g.lane_ctid
-        and (v.in_flight or v.clear_rows = 0)
-      returning 1
-    ),
-    -- Lanes with nothing left to do.
     emptied as (
       delete from integration.consumer_lane l
-      where l.ctid = any(array(
-          select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no)))
+      where l.ctid = any(array(select o.lane_ctid from outcome o where o.action = 'delete'))
+    ),
+    set_aside as (
+      update integration.consumer_lane l
+      set due_at = case o.action when 'head' then o.head_due_at end, updated_at = now()
+      from outcome o
+      where l.ctid = o.lane_ctid
+        and o.action in ('wait', 'head')
+      returning 1
     )
-    select c.*, t.lane_no,
-           (select count(*)::int from corrected) as deferred_lanes,
-           (select extract(epoch from nx.due_at - now())::float8
-            from window_rows nx
-            where nx.lane_no = t.lane_no
-              and nx.pos = (select max(t2.pos) from taken t2 where t2.lane_no = t.lane_no) + 1) as next_due_in_seconds
-    from claimed c
-    join taken t on t.inbox_id = c.inbox_id
+    -- One row at least, so that a claim that took nothing still says how many lanes it put right.
+    select c.*, t.lane_no, s.n as deferred_lanes
+    from (select count(*)::int as n from set_aside) s
+    left join (claimed c join taken t on t.inbox_id = c.inbox_id) on true
     order by t.lane_no, t.pos`;
 }
 
-function toClaim(records: readonly (ClaimRecord & { deferred_lanes: number })[]): Claim {
+function toClaim(records: readonly ClaimRecord[]): Claim {
   const lanes: ClaimedLane[] = [];
   const rows: ClaimedRow[] = [];
   let current: ClaimedLane | undefined;
   let currentNo = -1;
   for (const record of records) {
-    const { lane_no: laneNo, next_due_in_seconds: nextDue, deferred_lanes: _deferred, ...row } = record;
+    if (record.inbox_id === null) continue; // the claim took nothing
+    const { lane_no: laneNo, deferred_lanes: _deferred, ...row } = record;
     if (laneNo !== currentNo) {
-      current = { aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [], nextDueInSeconds: nextDue };
+      current = { aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [] };
       lanes.push(current);
       currentNo = laneNo;
     }

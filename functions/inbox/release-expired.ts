@@ -7,14 +7,16 @@
  * Why this cannot steal live work: the lease is the only test (never locked_at plus a
  * guess), a live lease is in the future, and every completion is fenced on locked_by
  * (complete.ts), so a worker that was merely slow finds its row gone and changes nothing.
- * The lanes of the released rows are handed back in the same statement (a lane stays held
- * only as long as its rows are).
+ * Their lanes need nothing more: the rows leaving PROCESSING mark them due (migration
+ * 0050's trigger), except that under hold-aggregate a last attempt that ends QUARANTINED
+ * holds its lane, in the same statement.
  * `for update skip locked`: a row a worker holds locked right now (it is completing it)
  * is skipped, never waited on; if its lease really expired, the next run takes it.
  */
 import { ErrorCodes } from '../lib/errors';
 import type { Queryable } from '../lib/db';
-import { unlockLanesOf } from './release-lanes';
+import { holdLanesOf } from './hold-lanes';
+import { planOpaque } from './plan-opaque';
 
 export interface ReleasedLease {
   inbox_id: string;
@@ -61,14 +63,13 @@ export async function releaseExpired(
         order by lease_expires_at
         limit ${limit}
         for update skip locked))
-      and status = 'PROCESSING'
+      and ${planOpaque(q, q`status = 'PROCESSING'`)}
       and lease_expires_at < now()
     returning inbox_id, event_id, status, attempt_count, consumer_name, aggregate_type, aggregate_id,
               aggregate_version, received_at, offset_no, error_detail ->> 'staleLockedBy' as locked_by_before
-    ),
-    -- Their lanes, handed back from the worker that had them (the lane triggers mark them
-    -- due: a released row is due, and a quarantined one lets the rows behind it go, or,
-    -- under hold-aggregate, holds them).
-    ${unlockLanesOf(q, 'released', options)}
+    )
+    -- The lane triggers mark their lanes due (a released row is due, a quarantined one lets
+    -- the rows behind it go); under hold-aggregate a quarantined one holds them instead.
+    ${options.holdOnQuarantine ? q`, ${holdLanesOf(q, 'released')}` : q``}
     select inbox_id, event_id, status, attempt_count, locked_by_before as stale_locked_by from released`;
 }

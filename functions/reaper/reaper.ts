@@ -3,8 +3,8 @@
  * the local simulator and the tests all call runOnce; it holds no SQL (functions/inbox/).
  *
  * Order of work, most urgent first, so that a short invocation still does what matters:
- *   1. release expired leases (a crashed worker's rows come back without an operator,
- *      with their lanes); then repair lanes a writer left inconsistent (rarely any);
+ *   1. release expired leases (a crashed worker's rows come back without an operator);
+ *      then repair lanes a writer left inconsistent (rarely any);
  *   2. read the backlog gauges (one cheap statement; alarms depend on them every minute);
  *   3. retention: delete rows past the dedupe window (first, so that no payload is dropped
  *      from a row about to be deleted), drop old payloads, delete old poison.
@@ -23,14 +23,9 @@ import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } fr
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
 import { deleteFinished, deletePoison, purgePayloads } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';
-import { freeAbandonedLanes, releaseStaleHolds } from '../inbox/release-lanes';
+import { releaseStaleHolds } from '../inbox/hold-lanes';
 import { releaseExpired } from '../inbox/release-expired';
 
-/**
- * A lane locked longer than this with no row in flight under its owner was abandoned: no
- * invocation runs longer than Lambda's 15 minutes, and leases end with the invocation.
- */
-export const ABANDONED_LANE_SECONDS = 16 * 60;
 
 export type ReaperLogger = Pick<Logger, 'info' | 'warn'>;
 /** What the reaper needs of Powertools' Metrics (which satisfies it); tests pass a recorder. */
@@ -167,17 +162,16 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     ]);
     complete = await drainRoundRobin(releaseWork, batchSize, hasTime);
 
-    // 1b. Lanes: locked with nothing in flight, or missing for due rows. The triggers and the
-    // worker keep lanes right; anything found here came from a writer that went around them.
+    // 1b. Lanes: holds whose row is gone, lanes missing for due rows. The triggers keep lanes
+    // right; anything found here came from a writer that went around them.
     for (const consumer of consumers) {
       if (!hasTime()) {
         complete = false;
         break;
       }
-      const freed = await freeAbandonedLanes(sql, consumer.name, ABANDONED_LANE_SECONDS, batchSize);
       const unheld = await releaseStaleHolds(sql, consumer.name, batchSize);
       const adopted = await adoptOrphans(sql, consumer.name, batchSize);
-      if (freed + unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, freed, unheld, adopted });
+      if (unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, unheld, adopted });
     }
 
     // 2. Gauges, after the release so that released rows count as due.

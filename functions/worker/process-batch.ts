@@ -13,8 +13,9 @@
  *     slow path, only when something in the fast path failed: roll that savepoint back and
  *       run each row in its own savepoint, lane by lane in run order, so a failed row rolls
  *       back only its own effects
- *     one set-based completeRows() for every outcome; hand back what was not run; release
- *       the lanes
+ *     one set-based completeRows() for every outcome; hand back what was not run; hold the
+ *       lanes of runs that stopped at a quarantine (hold-aggregate); the table's trigger
+ *       marks the other lanes
  *   commit
  *
  * A run stops at its first row that does not succeed (retried, quarantined): the rows
@@ -36,7 +37,7 @@ import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
 import { releaseClaimed } from '../inbox/release-claimed';
-import { releaseLanes, type LaneRelease } from '../inbox/release-lanes';
+import { holdLanes, type LaneHold } from '../inbox/hold-lanes';
 import type { Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
 
@@ -49,15 +50,12 @@ export interface RowResult {
 /**
  * A lane's share of one batch: `rows` to process now, in order; `rest` claimed with them
  * and queued behind them (the per-row fallback processes a run one row per transaction).
- * The lane is released at the end of the batch when its run stops or nothing is left.
  */
 export interface BatchLane {
   aggregateType: string;
   aggregateId: string;
   rows: ClaimedRow[];
   rest: ClaimedRow[];
-  /** When what follows the whole run is due (claim-due.ts), for a run that succeeds. */
-  nextDueInSeconds: number | null;
 }
 
 /** A claim's lanes as one batch. */
@@ -239,26 +237,10 @@ async function runLaneSlowly(ctx: BatchContext, tx: TransactionSql, steps: reado
   return lane;
 }
 
-/**
- * When a lane's head is due after the batch, in seconds from now (null: nothing queued):
- * a row retried is the head, due when it retries; rows handed back are due now; a run that
- * went through leaves what followed it.
- */
-export function laneDue(lane: Pick<BatchLane, 'nextDueInSeconds'>, stoppedBy: Outcome | undefined, handedBack: number): number | null {
-  if (stoppedBy?.status === 'RETRY_PENDING') return stoppedBy.delaySeconds;
-  if (handedBack > 0) return 0;
-  return lane.nextDueInSeconds;
-}
-
-/** How a lane is released after its run, in seconds and hold (quarantine policy hold-aggregate). */
-function laneRelease(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefined, handedBack: number): LaneRelease {
-  const holds = stoppedBy?.status === 'QUARANTINED' && quarantinePolicyOf(ctx.consumer) === 'hold-aggregate';
-  return {
-    aggregateType: lane.aggregateType,
-    aggregateId: lane.aggregateId,
-    dueInSeconds: laneDue(lane, stoppedBy, handedBack),
-    ...(holds ? { heldBy: stoppedBy.inboxId } : {}),
-  };
+/** The hold a run that stopped at `stoppedBy` puts on its lane, if any (quarantine policy hold-aggregate). */
+function holdOf(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefined): LaneHold | undefined {
+  if (stoppedBy?.status !== 'QUARANTINED' || quarantinePolicyOf(ctx.consumer) !== 'hold-aggregate') return undefined;
+  return { aggregateType: lane.aggregateType, aggregateId: lane.aggregateId, heldBy: stoppedBy.inboxId };
 }
 
 export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[]): Promise<BatchReport> {
@@ -304,7 +286,7 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
 
     const outcomes: Outcome[] = [];
     const handBack: string[] = [];
-    const releases: LaneRelease[] = [];
+    const holds: LaneHold[] = [];
     lanes.forEach((l, i) => {
       if (!ours[i]) {
         // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
@@ -315,15 +297,16 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
       outcomes.push(...r.results.map((x) => x.outcome));
       const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
       handBack.push(...behind.map((row) => row.inbox_id));
-      // A run that went through with more of it still to come keeps its lane.
-      const finished = r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0;
-      if (finished) releases.push(laneRelease(ctx, l, r.stoppedBy, behind.length));
+      const hold = holdOf(ctx, l, r.stoppedBy);
+      if (hold !== undefined) holds.push(hold);
     });
 
+    // The lanes follow by themselves (the rows leaving PROCESSING mark them, migration
+    // 0050), except for a hold. Issued together, run in order: the hold comes last.
     const [changed, released] = await Promise.all([
       completeRows(tx, ctx.owner, outcomes),
       releaseClaimed(tx, ctx.owner, handBack),
-      releaseLanes(tx, ctx.consumer.name, ctx.owner, releases),
+      holdLanes(tx, ctx.consumer.name, holds),
     ]);
     // We hold the rows' locks, so every outcome applies; filter anyway rather than report
     // a change that did not happen.
@@ -343,7 +326,7 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
 /**
  * A batch whose transaction failed as a whole with `error` (nothing of it committed): each
  * lane's first row records the failed attempt, the rows behind it are handed back untouched,
- * and the lanes are released, in one transaction. Fenced like everything else: if the
+ * and (under hold-aggregate) a quarantined head holds its lane, in one transaction. Fenced like everything else: if the
  * failed batch's commit did land after all, nothing is PROCESSING under this owner any more
  * and nothing changes.
  */
@@ -351,11 +334,11 @@ export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], 
   return ctx.sql.begin(async (tx) => {
     const heads = lanes.filter((l) => l.rows.length > 0).map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
     const behind = lanes.flatMap((l) => [...l.rows.slice(1), ...l.rest]);
-    const releases = heads.map(({ lane, outcome }) => laneRelease(ctx, lane, outcome, lane.rows.length - 1 + lane.rest.length));
+    const holds = heads.flatMap(({ lane, outcome }) => holdOf(ctx, lane, outcome) ?? []);
     const [changed, released] = await Promise.all([
       completeRows(tx, ctx.owner, heads.map((h) => h.outcome)),
       releaseClaimed(tx, ctx.owner, behind.map((r) => r.inbox_id)),
-      releaseLanes(tx, ctx.consumer.name, ctx.owner, releases),
+      holdLanes(tx, ctx.consumer.name, holds),
     ]);
     const applied = new Set(changed);
     const releasedIds = new Set(released);
@@ -372,19 +355,10 @@ export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], 
 
 /**
  * Rows a batch found no longer ours (lease expired before it began). Those still PROCESSING
- * under this owner, because nobody took them over, go back as they were (attempt refunded)
- * with their lanes, due now; the rest belong to whoever took them.
+ * under this owner, because nobody took them over, go back as they were (attempt refunded);
+ * their lanes follow. The rest belong to whoever took them.
  */
 export async function handBackLost(ctx: BatchContext, rows: readonly ClaimedRow[]): Promise<void> {
   if (rows.length === 0) return;
-  const lanes = new Map<string, LaneRelease>();
-  for (const r of rows) {
-    lanes.set(JSON.stringify([r.aggregate_type, r.aggregate_id]), { aggregateType: r.aggregate_type, aggregateId: r.aggregate_id, dueInSeconds: 0 });
-  }
-  await ctx.sql.begin((tx) =>
-    Promise.all([
-      releaseClaimed(tx, ctx.owner, rows.map((r) => r.inbox_id)),
-      releaseLanes(tx, ctx.consumer.name, ctx.owner, [...lanes.values()]),
-    ]),
-  );
+  await releaseClaimed(ctx.sql, ctx.owner, rows.map((r) => r.inbox_id));
 }

@@ -1,7 +1,6 @@
 /**
- * The reaper keeps lanes right where a writer went around them: a lease it releases hands
- * the lane back; a lane held with nothing in flight for longer than any invocation runs is
- * freed; due rows without a lane get one. Each time the worker then claims the rows.
+ * Lanes through the reaper: a lease it releases makes its lane due again (or, on a last
+ * attempt under hold-aggregate, holds it); due rows without a lane get one.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
@@ -24,37 +23,40 @@ beforeEach(async () => {
 const accepted = (caseId: string) => ({ aggregateId: caseId, payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' } });
 
 async function lane(aggregateId: string) {
-  const [row] = await sql<{ locked_by: string | null; due: boolean | null }[]>`
-    select locked_by, due_at <= now() as due from integration.consumer_lane where aggregate_id = ${aggregateId}`;
+  const [row] = await sql<{ held_by: string | null; due: boolean | null }[]>`
+    select held_by, due_at <= now() as due from integration.consumer_lane where aggregate_id = ${aggregateId}`;
   return row;
 }
 
 describe('reaper: lanes', () => {
-  it('an expired lease hands its lane back with its rows, due now', async () => {
-    await insertInboxRows(sql, [accepted('case_crashed')]);
-    // A worker claims and dies before its batch: its lease runs out.
-    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: 'dead-worker', limit: 10, leaseSeconds: 0.05 });
+  it('an expired lease makes its lane due again with its rows', async () => {
+    await insertInboxRows(sql, [accepted('case_crashed'), { ...accepted('case_crashed'), receivedSecondsAgo: -1 }]);
+    // A worker claims a run and dies before its batch: its lease runs out.
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: 'dead-worker', limit: 1, leaseSeconds: 0.05 });
     expect(claim.rows).toHaveLength(1);
-    expect(await lane('case_crashed')).toEqual({ locked_by: 'dead-worker', due: null });
+    // The row behind the one in flight waits: its lane is not due.
+    expect(await lane('case_crashed')).toEqual({ held_by: null, due: null });
     await new Promise((r) => setTimeout(r, 100));
+    expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 0 });
 
     expect(await reap(asReaper)).toMatchObject({ released: 1 });
 
-    expect(await lane('case_crashed')).toEqual({ locked_by: null, due: true });
-    expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 1, processed: 1 });
+    expect(await lane('case_crashed')).toEqual({ held_by: null, due: true });
+    expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 2, processed: 2 });
   });
 
-  it('frees a lane held past any invocation with no row in flight under its owner', async () => {
-    await insertInboxRows(sql, [accepted('case_abandoned'), accepted('case_recent')]);
-    // Held by owners whose rows some writer moved back without releasing the lanes.
-    await sql`update integration.consumer_lane set locked_by = 'gone', locked_at = now() - interval '20 minutes', due_at = null where aggregate_id = 'case_abandoned'`;
-    await sql`update integration.consumer_lane set locked_by = 'gone', locked_at = now() - interval '1 minute', due_at = null where aggregate_id = 'case_recent'`;
+  it('under hold-aggregate, an expired lease on the last attempt quarantines its row and holds the rest', async () => {
+    await insertInboxRows(sql, [
+      { ...accepted('case_last'), attemptCount: caseProjection.retry.maxAttempts - 1 },
+      { ...accepted('case_last'), receivedSecondsAgo: -1 },
+    ]);
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: 'dead-worker', limit: 1, leaseSeconds: 0.05 });
+    await new Promise((r) => setTimeout(r, 100));
 
-    await reap(asReaper);
+    expect(await reap(asReaper)).toMatchObject({ quarantined: 1 });
 
-    expect(await lane('case_abandoned')).toEqual({ locked_by: null, due: true });
-    expect(await lane('case_recent')).toMatchObject({ locked_by: 'gone' });
-    expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 1, processed: 1 });
+    expect(await lane('case_last')).toEqual({ held_by: claim.rows[0]!.inbox_id, due: true });
+    expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 0 });
   });
 
   it('gives a lane to due rows that have none', async () => {
@@ -64,7 +66,7 @@ describe('reaper: lanes', () => {
 
     await reap(asReaper);
 
-    expect(await lane('case_orphan')).toEqual({ locked_by: null, due: true });
+    expect(await lane('case_orphan')).toEqual({ held_by: null, due: true });
     expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 1, processed: 1 });
   });
 });

@@ -25,7 +25,7 @@ describe('reaper: query plans with a large history', () => {
   });
 
   it('expired leases: from the in-flight partial index', async () => {
-    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_lease_idx'], DatabaseRoles.reaper);
+    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_in_flight_lane_idx'], DatabaseRoles.reaper);
   });
 
   it('retention: from the finished-row partial index and the poison index', async () => {

@@ -67,11 +67,11 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
     [reaper]: { select: true, delete: true, update: ['created_at'] },
     [ops]: { select: true, update: ['resolved_at', 'resolved_inbox_id', 'resolved_by'] },
   },
-  // The claim's lanes (migrations 0050, 0051). Ingest and ops write them only through
+  // The claim's lanes (migration 0050). Ingest and ops write them only through
   // consumer_inbox's triggers, which run as the owner.
   'integration.consumer_lane': {
-    [worker]: { select: true, delete: true, update: ['due_at', 'locked_by', 'locked_at', 'updated_at', 'held_by'] },
-    [reaper]: { select: true, insert: true, update: ['due_at', 'locked_by', 'locked_at', 'updated_at', 'held_by'] },
+    [worker]: { select: true, insert: true, delete: true, update: ['due_at', 'held_by', 'updated_at'] },
+    [reaper]: { select: true, insert: true, update: ['due_at', 'held_by', 'updated_at'] },
     [ops]: { select: true },
   },
   'integration.operator_audit': {
@@ -100,9 +100,10 @@ export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('U
 
 /** Functions and procedures, as regprocedure text (`schema.name(argtypes)`): the roles that may EXECUTE them. */
 export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
-  // consumer_inbox's lane triggers (migrations 0050, 0051): SECURITY DEFINER, fired by the
+  // consumer_inbox's lane triggers (migration 0050): SECURITY DEFINER, fired by the
   // triggers, executed by no role directly.
-  'integration.consumer_inbox_mark_lanes()': [],
+  'integration.consumer_inbox_lanes_after_insert()': [],
+  'integration.consumer_inbox_lanes_after_update()': [],
   'integration.consumer_inbox_truncate_lanes()': [],
 };
 
