@@ -11,8 +11,8 @@
 --
 -- consumer_inbox stays the source of truth: a lane only says when its aggregate is worth
 -- a look. Who may process an aggregate is read from its rows (one in flight, PROCESSING,
--- holds it), under the lane's row lock while a claim runs. The triggers below keep lanes
--- marked for every row queued and every row that leaves PROCESSING, whoever the writer.
+-- holds it), under the lane's row lock while a claim runs. The triggers below mark a lane
+-- for every row queued, whoever the writer.
 
 create table integration.consumer_lane (
     consumer_name   text not null,
@@ -71,27 +71,37 @@ drop index integration.consumer_inbox_due_aggregate_idx;
 drop index integration.consumer_inbox_in_flight_aggregate_idx;
 drop table integration.consumer_claim_lock;
 
--- Every statement that changes consumer_inbox keeps the lanes right, at its end, whoever
--- the writer:
---   - rows queued (inserted or updated RECEIVED/RETRY_PENDING): their lanes are created,
---     or due at the earliest of their own and the rows' due times;
---   - rows that left PROCESSING (finished, retried, handed back, released): their lanes,
---     where they exist, are due now, so what waited behind them goes next;
---   - a row that left QUARANTINED ends the hold it was the reason for.
+-- Lanes waiting for rows in flight (due_at null, not held): the reaper looks at them once a
+-- minute, in case the writer that finished those rows did not mark the lane (the worker
+-- does, functions/inbox/lanes.ts).
+create index consumer_lane_waiting_idx
+on integration.consumer_lane (consumer_name)
+where due_at is null and held_by is null;
+
+-- Every row queued, by any writer, marks its lane, in the writer's transaction: inserted or
+-- updated RECEIVED/RETRY_PENDING (or its next attempt moved), its lane is created, or due
+-- at the earliest of its own and the row's due time. A row that leaves QUARANTINED ends
+-- the hold it was the reason for, and its lane is due now. (A row that leaves PROCESSING
+-- for good is the writer's to mark: the worker and the reaper do, functions/inbox/lanes.ts.)
+--
 -- A lane is written even when that changes nothing: the claim takes a lane only at the row
 -- version its snapshot saw, so a lane written since is left alone rather than judged
--- (empty, in flight, not due) from reads that cannot see the change. Lanes in "C" order,
--- the order every statement that locks several lanes uses, so two of them never deadlock.
+-- (empty, in flight, not due) from reads that cannot see the change.
+--
+-- Inserts come in batches (ingest: 500 records a statement): one statement-level trigger,
+-- lanes in "C" order, the order every statement that locks several lanes uses, so two of
+-- them never deadlock. Updates are row triggers whose WHEN decides in the executor, without
+-- a call, that a claim or a completion (most updates) has nothing to mark.
 --
 -- The lanes are the inbox's own bookkeeping: the trigger functions run as their owner
 -- (SECURITY DEFINER, with a search path of the system catalog only), so a role that may
 -- write inbox rows needs no privilege on the lanes to keep them right.
-create function integration.consumer_inbox_lanes_after_insert() returns trigger
+create function integration.consumer_inbox_lanes_of_inserted_rows() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 begin
     insert into integration.consumer_lane as l (consumer_name, aggregate_type, aggregate_id, due_at)
     select n.consumer_name, n.aggregate_type, n.aggregate_id, min(coalesce(n.next_attempt_at, now()))
-    from after_rows n
+    from inserted_rows n
     where n.status in ('RECEIVED', 'RETRY_PENDING')
     group by n.consumer_name, n.aggregate_type, n.aggregate_id
     order by n.consumer_name collate "C", n.aggregate_type collate "C", n.aggregate_id collate "C"
@@ -101,51 +111,44 @@ begin
 end
 $$;
 
-create function integration.consumer_inbox_lanes_after_update() returns trigger
+create function integration.consumer_inbox_lane_of_queued_row() returns trigger
 language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
 begin
     insert into integration.consumer_lane as l (consumer_name, aggregate_type, aggregate_id, due_at)
-    select n.consumer_name, n.aggregate_type, n.aggregate_id, min(coalesce(n.next_attempt_at, now()))
-    from after_rows n
-    where n.status in ('RECEIVED', 'RETRY_PENDING')
-    group by n.consumer_name, n.aggregate_type, n.aggregate_id
-    order by n.consumer_name collate "C", n.aggregate_type collate "C", n.aggregate_id collate "C"
+    values (new.consumer_name, new.aggregate_type, new.aggregate_id, coalesce(new.next_attempt_at, now()))
     on conflict (consumer_name, aggregate_type, aggregate_id)
     do update set due_at = least(l.due_at, excluded.due_at), updated_at = now();
+    return null;
+end
+$$;
 
-    -- Finished (or quarantined) rows that were in flight: what waits behind them goes next.
-    -- Locked first, in "C" order; then updated by the locked versions' ctids.
-    update integration.consumer_lane l
-    set due_at = now(), updated_at = now()
-    where l.ctid = any(array(
-        select x.ctid
-        from integration.consumer_lane x
-        join (
-            select distinct n.consumer_name, n.aggregate_type, n.aggregate_id
-            from after_rows n
-            join before_rows b on b.inbox_id = n.inbox_id
-            where b.status = 'PROCESSING' and n.status in ('PROCESSED', 'IGNORED', 'QUARANTINED')
-        ) f on x.consumer_name = f.consumer_name and x.aggregate_type = f.aggregate_type and x.aggregate_id = f.aggregate_id
-        order by x.consumer_name collate "C", x.aggregate_type collate "C", x.aggregate_id collate "C"
-        for update of x));
-
-    -- A hold ends when its row leaves QUARANTINED; the lane's head goes first.
-    update integration.consumer_lane l
+create function integration.consumer_inbox_lane_hold_ends() returns trigger
+language plpgsql security definer set search_path = pg_catalog, pg_temp as $$
+begin
+    update integration.consumer_lane
     set held_by = null, due_at = now(), updated_at = now()
-    where l.held_by = any(array(select n.inbox_id from after_rows n where n.status <> 'QUARANTINED'));
+    where held_by = new.inbox_id;
     return null;
 end
 $$;
 
-create trigger consumer_inbox_lanes_after_insert
+create trigger consumer_inbox_lanes_of_inserted_rows
 after insert on integration.consumer_inbox
-referencing new table as after_rows
-for each statement execute function integration.consumer_inbox_lanes_after_insert();
+referencing new table as inserted_rows
+for each statement execute function integration.consumer_inbox_lanes_of_inserted_rows();
 
-create trigger consumer_inbox_lanes_after_update
-after update on integration.consumer_inbox
-referencing old table as before_rows new table as after_rows
-for each statement execute function integration.consumer_inbox_lanes_after_update();
+create trigger consumer_inbox_lane_of_queued_row
+after update of status, next_attempt_at on integration.consumer_inbox
+for each row
+when (new.status in ('RECEIVED', 'RETRY_PENDING')
+      and (old.status is distinct from new.status or old.next_attempt_at is distinct from new.next_attempt_at))
+execute function integration.consumer_inbox_lane_of_queued_row();
+
+create trigger consumer_inbox_lane_hold_ends
+after update of status on integration.consumer_inbox
+for each row
+when (old.status = 'QUARANTINED' and new.status <> 'QUARANTINED')
+execute function integration.consumer_inbox_lane_hold_ends();
 
 -- Lanes index the inbox's rows: emptying the inbox empties them too.
 create function integration.consumer_inbox_truncate_lanes() returns trigger
@@ -177,12 +180,12 @@ alter table integration.consumer_lane set (
 
 -- What each role may do with the lanes (0046's matrix, test/db/security/privileges.ts).
 -- Ingest and ops write lanes only through consumer_inbox's triggers, which run as the owner.
--- worker (claim-due.ts; hold-lanes.ts): takes lanes, sets them due or deletes them; holds
---   a lane when a run stops at a quarantine under hold-aggregate.
+-- worker (claim-due.ts; lanes.ts): takes lanes, sets them due or deletes them, wakes the
+--   lanes of its batch, holds a lane when a run stops at a quarantine under hold-aggregate.
 grant select, insert, delete on integration.consumer_lane to inbox_worker;
 grant update (due_at, held_by, updated_at) on integration.consumer_lane to inbox_worker;
--- reaper (hold-lanes.ts, adopt-orphans.ts): holds on an expired last attempt, ends stale
---   holds, gives orphaned rows a lane.
+-- reaper (lanes.ts, adopt-orphans.ts, release-expired.ts): wakes and holds the lanes of
+--   expired leases, ends stale holds, wakes stranded lanes, gives orphaned rows a lane.
 grant select, insert on integration.consumer_lane to inbox_reaper;
 grant update (due_at, held_by, updated_at) on integration.consumer_lane to inbox_reaper;
 -- ops (stats.ts heldAggregates): lists what is held.

@@ -7,15 +7,15 @@
  * Why this cannot steal live work: the lease is the only test (never locked_at plus a
  * guess), a live lease is in the future, and every completion is fenced on locked_by
  * (complete.ts), so a worker that was merely slow finds its row gone and changes nothing.
- * Their lanes need nothing more: the rows leaving PROCESSING mark them due (migration
- * 0050's trigger), except that under hold-aggregate a last attempt that ends QUARANTINED
- * holds its lane, in the same statement.
+ * Their lanes, in the same statement: a released row is queued again (the lane trigger
+ * marks its lane); one quarantined on its last attempt wakes its lane, or holds it under
+ * hold-aggregate (lanes.ts).
  * `for update skip locked`: a row a worker holds locked right now (it is completing it)
  * is skipped, never waited on; if its lease really expired, the next run takes it.
  */
 import { ErrorCodes } from '../lib/errors';
 import type { Queryable } from '../lib/db';
-import { holdLanesOf } from './hold-lanes';
+import { holdLanesOf, wakeLanesOf } from './lanes';
 import { planOpaque } from './plan-opaque';
 
 export interface ReleasedLease {
@@ -67,9 +67,9 @@ export async function releaseExpired(
       and lease_expires_at < now()
     returning inbox_id, event_id, status, attempt_count, consumer_name, aggregate_type, aggregate_id,
               aggregate_version, received_at, offset_no, error_detail ->> 'staleLockedBy' as locked_by_before
-    )
-    -- The lane triggers mark their lanes due (a released row is due, a quarantined one lets
-    -- the rows behind it go); under hold-aggregate a quarantined one holds them instead.
-    ${options.holdOnQuarantine ? q`, ${holdLanesOf(q, 'released')}` : q``}
+    ),
+    -- A released row is queued, and the lane trigger marks its lane. A quarantined one lets
+    -- the rows behind it go, or, under hold-aggregate, holds them.
+    ${options.holdOnQuarantine ? holdLanesOf(q, 'released') : wakeLanesOf(q, 'released')}
     select inbox_id, event_id, status, attempt_count, locked_by_before as stale_locked_by from released`;
 }

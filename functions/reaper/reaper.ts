@@ -23,7 +23,7 @@ import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } fr
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
 import { deleteFinished, deletePoison, purgePayloads } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';
-import { releaseStaleHolds } from '../inbox/hold-lanes';
+import { releaseStaleHolds, wakeStrandedLanes } from '../inbox/lanes';
 import { releaseExpired } from '../inbox/release-expired';
 
 
@@ -162,16 +162,18 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     ]);
     complete = await drainRoundRobin(releaseWork, batchSize, hasTime);
 
-    // 1b. Lanes: holds whose row is gone, lanes missing for due rows. The triggers keep lanes
-    // right; anything found here came from a writer that went around them.
+    // 1b. Lanes: left waiting with nothing in flight, holds whose row is gone, missing for due
+    // rows. The triggers and the functions keep lanes right; anything found here came from
+    // a writer that went around them.
     for (const consumer of consumers) {
       if (!hasTime()) {
         complete = false;
         break;
       }
+      const woken = await wakeStrandedLanes(sql, consumer.name, batchSize);
       const unheld = await releaseStaleHolds(sql, consumer.name, batchSize);
       const adopted = await adoptOrphans(sql, consumer.name, batchSize);
-      if (unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, unheld, adopted });
+      if (woken + unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, woken, unheld, adopted });
     }
 
     // 2. Gauges, after the release so that released rows count as due.

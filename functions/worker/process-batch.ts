@@ -13,9 +13,8 @@
  *     slow path, only when something in the fast path failed: roll that savepoint back and
  *       run each row in its own savepoint, lane by lane in run order, so a failed row rolls
  *       back only its own effects
- *     one set-based completeRows() for every outcome; hand back what was not run; hold the
- *       lanes of runs that stopped at a quarantine (hold-aggregate); the table's trigger
- *       marks the other lanes
+ *     one set-based completeRows() for every outcome; hand back what was not run; wake the
+ *       batch's lanes, or hold those of runs that stopped at a quarantine (hold-aggregate)
  *   commit
  *
  * A run stops at its first row that does not succeed (retried, quarantined): the rows
@@ -37,7 +36,7 @@ import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
 import { releaseClaimed } from '../inbox/release-claimed';
-import { holdLanes, type LaneHold } from '../inbox/hold-lanes';
+import { holdLanes, wakeLanes, type LaneHold, type LaneKey } from '../inbox/lanes';
 import type { Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
 
@@ -287,6 +286,7 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
     const outcomes: Outcome[] = [];
     const handBack: string[] = [];
     const holds: LaneHold[] = [];
+    const wakes: LaneKey[] = [];
     lanes.forEach((l, i) => {
       if (!ours[i]) {
         // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
@@ -299,13 +299,16 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
       handBack.push(...behind.map((row) => row.inbox_id));
       const hold = holdOf(ctx, l, r.stoppedBy);
       if (hold !== undefined) holds.push(hold);
+      // A run that went through with more of it still to come keeps its rows in flight.
+      else if (r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0) wakes.push(l);
     });
 
-    // The lanes follow by themselves (the rows leaving PROCESSING mark them, migration
-    // 0050), except for a hold. Issued together, run in order: the hold comes last.
+    // Issued together, run in order: the lanes after the rows (the trigger marks the lanes
+    // of rows queued again; this wakes the lanes whose rows waited behind the batch's).
     const [changed, released] = await Promise.all([
       completeRows(tx, ctx.owner, outcomes),
       releaseClaimed(tx, ctx.owner, handBack),
+      wakeLanes(tx, ctx.consumer.name, wakes),
       holdLanes(tx, ctx.consumer.name, holds),
     ]);
     // We hold the rows' locks, so every outcome applies; filter anyway rather than report
@@ -335,9 +338,11 @@ export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], 
     const heads = lanes.filter((l) => l.rows.length > 0).map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
     const behind = lanes.flatMap((l) => [...l.rows.slice(1), ...l.rest]);
     const holds = heads.flatMap(({ lane, outcome }) => holdOf(ctx, lane, outcome) ?? []);
+    const held = new Set(holds.map((h) => h.heldBy));
     const [changed, released] = await Promise.all([
       completeRows(tx, ctx.owner, heads.map((h) => h.outcome)),
       releaseClaimed(tx, ctx.owner, behind.map((r) => r.inbox_id)),
+      wakeLanes(tx, ctx.consumer.name, heads.filter((h) => !held.has(h.row.inbox_id)).map((h) => h.lane)),
       holdLanes(tx, ctx.consumer.name, holds),
     ]);
     const applied = new Set(changed);

@@ -102,8 +102,9 @@ export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('U
 export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   // consumer_inbox's lane triggers (migration 0050): SECURITY DEFINER, fired by the
   // triggers, executed by no role directly.
-  'integration.consumer_inbox_lanes_after_insert()': [],
-  'integration.consumer_inbox_lanes_after_update()': [],
+  'integration.consumer_inbox_lanes_of_inserted_rows()': [],
+  'integration.consumer_inbox_lane_of_queued_row()': [],
+  'integration.consumer_inbox_lane_hold_ends()': [],
   'integration.consumer_inbox_truncate_lanes()': [],
 };
 
