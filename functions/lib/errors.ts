@@ -44,6 +44,10 @@ export const ErrorCodes = {
   DB_INTEGRITY_VIOLATION: 'DB_INTEGRITY_VIOLATION',
   DB_ERROR: 'DB_ERROR',
   UNEXPECTED_ERROR: 'UNEXPECTED_ERROR',
+  /** A handler emitted an event type its declaration does not list in `emits`. */
+  OUTBOX_EVENT_UNDECLARED: 'OUTBOX_EVENT_UNDECLARED',
+  /** A handler audited, but its declaration has no `audit` trail. */
+  AUDIT_NOT_DECLARED: 'AUDIT_NOT_DECLARED',
 } as const;
 
 /** SQLSTATEs that are worth retrying as they are (the same statement can succeed later). */
