@@ -79,6 +79,23 @@ export class InboxDashboard extends Construct {
           left: [sum(MetricNames.StaleLeasesReleased), sum(MetricNames.RowsPurged), sum(MetricNames.PayloadsPurged)],
         }),
       );
+      if (c.emits) {
+        this.dashboard.addWidgets(
+          new cloudwatch.GraphWidget({
+            title: `${c.name}: outbox`,
+            width: W,
+            height: H,
+            left: [m.metric(c.name, MetricNames.OutboxDepth, 'Maximum', 'unpublished (depth)')],
+            right: [m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum', 'oldest unpublished age (s)')],
+          }),
+          new cloudwatch.GraphWidget({
+            title: `${c.name}: relay`,
+            width: W,
+            height: H,
+            left: [sum(MetricNames.OutboxEventsPublished), sum(MetricNames.OutboxPublishRefused), sum(MetricNames.OutboxRowsPurged)],
+          }),
+        );
+      }
     }
 
     const perFunction = (metricName: string, statistic: string) =>

@@ -13,6 +13,10 @@
  *   finite retries "may invalidate EoS guarantees" is about that producer session; a send
  *   that fails is published again later under the same event id, which downstream dedupes.
  * - No topic auto-creation: the topics are the declarations', created with the cluster.
+ *
+ * Like every function, the bundle leaves @aws-sdk/* to the Lambda runtime: the signer's
+ * @aws-sdk/client-sts and @aws-sdk/credential-providers come from the runtime's SDK (its
+ * @smithy signer and SHA-256 are bundled).
  */
 import { Kafka, logLevel, type KafkaConfig, type LogEntry, type Producer, type ProducerConfig } from 'kafkajs';
 import { generateAuthToken, generateAuthTokenFromCredentialsProvider } from 'aws-msk-iam-sasl-signer-js';

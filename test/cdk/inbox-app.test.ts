@@ -89,7 +89,10 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
   });
 
   it('grants MSK IAM access on the cluster, the consumer topics and its groups only', () => {
-    const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
+    // The outbox relay's producer grants: their own test below.
+    const policies = Object.entries(resourcesOf(s.stateless, 'AWS::IAM::Policy'))
+      .filter(([id]) => !id.startsWith('OutboxRelay'))
+      .map(([, p]) => p);
     const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
     const kafka = statements.filter((st) => [st.Action].flat().some((a) => a.startsWith('kafka-cluster:')));
     const actions = new Set(kafka.flatMap((st) => [st.Action].flat()).filter((a) => a.startsWith('kafka-cluster:')));
@@ -160,8 +163,8 @@ describe('functions', () => {
     const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
       String(f.Properties!.Description ?? '').startsWith('Kafka inbox'),
     );
-    // ingest + worker per consumer, reaper, ops, migrations
-    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    // ingest + worker per consumer, reaper, ops, migrations, outbox relay
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 4);
     for (const f of functions) {
       const p = f.Properties!;
       expect(p.Architectures).toEqual(['arm64']);
@@ -293,8 +296,9 @@ describe('observability', () => {
 
   it('has every alarm for every consumer and function, each naming its runbook section and notifying the topic', () => {
     const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
-    const functionCount = CONSUMERS.length * 2 + 2; // ingest + worker per consumer, reaper, ops
-    expect(alarms).toHaveLength(CONSUMERS.length * 5 + functionCount);
+    const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
+    const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
+    expect(alarms).toHaveLength(CONSUMERS.length * 5 + emitting + functionCount);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
@@ -310,6 +314,7 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
+    expect(bySection.get(RUNBOOK.outboxUnpublishedAge)).toBe(emitting);
   });
 
   it('charts and alarms only on metrics that some function emits', () => {
@@ -347,7 +352,7 @@ describe('bundles', () => {
       const bundle = join(outdir, asset, 'index.mjs');
       sizes.push({ fn: `${logicalId} (${f.Properties!.Description})`, bytes: statSync(bundle).size });
     }
-    expect(sizes).toHaveLength(CONSUMERS.length * 2 + 3);
+    expect(sizes).toHaveLength(CONSUMERS.length * 2 + 4);
     console.log(sizes.map(({ fn, bytes }) => `${(bytes / 1024).toFixed(1).padStart(8)} KiB  ${fn}`).join('\n'));
     for (const { fn, bytes } of sizes) expect(bytes, fn).toBeLessThan(1024 * 1024);
   });
