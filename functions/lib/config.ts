@@ -57,8 +57,9 @@ export const DEFAULTS = {
   relayBackoffSeconds: [1, 5, 15, 60, 300] as readonly number[],
   kafkaClientId: 'kafka-inbox-relay',
   kafkaConnectionTimeoutMs: 3_000,
-  kafkaRequestTimeoutMs: 10_000,
-  kafkaRetries: 3,
+  // One send, retries included, stays well inside the relay's deployed safety margin (30 s).
+  kafkaRequestTimeoutMs: 5_000,
+  kafkaRetries: 2,
   metricsNamespace: 'KafkaInbox',
   serviceName: 'kafka-inbox',
   logLevel: 'INFO',

@@ -8,10 +8,9 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { CLUSTER_ARN, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 type Resource = { Type: string; Properties?: Record<string, any> };
-const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
 
 function relayOf(s: Synthesized): [string, Resource] {
   const found = Object.entries(s.stateless.findResources('AWS::Lambda::Function') as Record<string, Resource>).filter(([, f]) =>

@@ -5,9 +5,8 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { CLUSTER_ARN, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
-const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
 function configError(raw: unknown): StageConfigError {

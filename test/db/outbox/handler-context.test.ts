@@ -17,6 +17,7 @@ import { claimDue } from '../../../functions/inbox/claim-due';
 import { replayQuarantined } from '../../../functions/inbox/replay';
 import { ErrorCodes, NonRetryableError } from '../../../functions/lib/errors';
 import { outboxEventId } from '../../../functions/outbox/event-id';
+import type { OutboxRow as OutboxTableRow } from '../../../functions/outbox/types';
 import { lanesOf, processBatch } from '../../../functions/worker/process-batch';
 import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
@@ -46,21 +47,8 @@ async function auditRows(): Promise<AuditRow[]> {
     from case_core.case_audit order by audit_id`;
 }
 
-interface OutboxRow {
-  event_id: string;
-  consumer_name: string;
-  source_event_id: string;
-  ordinal: number;
-  topic_name: string;
-  event_type: string;
-  event_version: number;
-  aggregate_type: string;
-  aggregate_id: string;
-  producer: string;
-  correlation_id: string | null;
-  payload: Record<string, unknown>;
-  published_at: Date | null;
-}
+/** What a test reads of an outbox row: the emitted event, and whether it was published. */
+type OutboxRow = Omit<OutboxTableRow, 'outbox_seq' | 'occurred_at' | 'attempt_count'> & { published_at: Date | null };
 
 async function outboxRows(): Promise<OutboxRow[]> {
   return sql<OutboxRow[]>`
