@@ -234,7 +234,8 @@ export async function relayChecks(sql: Sql, topics: SimulatedTopics, stats: Loca
           ok: true,
           detail:
             `${obligations.length} obligations, one event id each, published; ${stats.refused} refused sends retried; ` +
-            `${crashes.length} relay crashes taken over (${resent} identical copies re-sent after a crash between ack and mark)`,
+            `${crashes.length} relay crashes taken over (${resent} identical copies re-sent after a crash between ack and mark)` +
+            (stats.crashesNotSimulated > 0 ? `; ${stats.crashesNotSimulated} planned crashes found nothing to abandon` : ''),
         }
       : { name: 'every obligation event published exactly once', ok: false, detail: problems.slice(0, 3).join(', ') + (problems.length > 3 ? `, … (${problems.length} in all)` : '') },
     unpublished === 0 && lanes!.n === 0
