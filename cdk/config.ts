@@ -125,6 +125,24 @@ const stageSchema = z
         batchSize: int(1, 100_000).default(1_000),
       })
       .prefault({}),
+    relay: z
+      .object({
+        /** The outbox relay's schedule rate, timeout and claim size. */
+        intervalMinutes: int(1, 60).default(1),
+        timeoutSeconds: int(10, 900).default(120),
+        /**
+         * The relay starts no claim or send this close to its deadline: longer than one send
+         * can take (connect + request timeouts, times the producer's retries).
+         */
+        safetyMarginSeconds: int(1, 300).default(30),
+        batchSize: int(1, 10_000).default(200),
+        /**
+         * The brokers' IAM bootstrap string (host:9098,…). Unset: looked up at deploy time
+         * (kafka:GetBootstrapBrokers on msk.clusterArn or the dev cluster).
+         */
+        bootstrapBrokers: z.string().regex(/^[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*$/, 'must be host:port,host:port').optional(),
+      })
+      .prefault({}),
     observability: z
       .object({
         metricsNamespace: z.string().min(1).max(255).default('KafkaInbox'),
@@ -149,6 +167,8 @@ const stageSchema = z
         offsetLag: int(1, 1_000_000_000).default(10_000),
         functionErrors: int(0, 1_000_000).default(0),
         esmFailedRecords: int(0, 1_000_000).default(0),
+        /** Consumers that emit events: the oldest outbox row not yet published, in seconds. */
+        outboxUnpublishedAgeSeconds: int(60, 7 * 86_400).default(300),
         /** Consumers with a schema registry: SchemaRegistryErrorCount of their mappings. */
         schemaRegistryErrors: int(0, 1_000_000).default(0),
         /** Consecutive 5-minute periods in breach before an alarm fires. */
@@ -175,6 +195,8 @@ export interface ConsumerStageConfig extends ConsumerSettings {
   consumerGroupIds: Record<string, string>;
   /** The registry every mapping of this consumer validates against: the stage's, else the declaration's. */
   schemaRegistry?: SchemaRegistry;
+  /** The topics its emitted events are published to by the relay (none: it emits nothing). */
+  outboxTopics: string[];
 }
 
 export interface StageConfig extends Omit<StageSettings, 'consumers' | 'consumerDefaults'> {
@@ -188,6 +210,8 @@ export interface DeclaredConsumer {
   topics: readonly string[];
   mode: 'deferred' | 'inline';
   schemaRegistry?: SchemaRegistryDeclaration;
+  /** The event types it emits through the outbox, each with the topic the relay publishes it to. */
+  emits?: Readonly<Record<string, { topic: string }>>;
 }
 
 /**
@@ -225,6 +249,9 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
   if (rest.reaper.timeoutSeconds <= rest.reaper.safetyMarginSeconds) {
     problems.push(`stages.${stage}.reaper: timeoutSeconds must exceed reaper.safetyMarginSeconds (${rest.reaper.safetyMarginSeconds})`);
   }
+  if (rest.relay.timeoutSeconds <= rest.relay.safetyMarginSeconds) {
+    problems.push(`stages.${stage}.relay: timeoutSeconds must exceed relay.safetyMarginSeconds (${rest.relay.safetyMarginSeconds})`);
+  }
 
   const consumers: ConsumerStageConfig[] = [];
   const seenGroups = new Map<string, string>();
@@ -259,6 +286,7 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
       topics,
       consumerGroupIds,
       ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
+      outboxTopics: [...new Set(Object.values(declaration.emits ?? {}).map((e) => e.topic))].sort(),
     });
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);

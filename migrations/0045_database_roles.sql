@@ -10,6 +10,7 @@
 --   inbox_worker          the workers: claim, complete, and the deferred consumers' tables
 --   inbox_reaper          the reaper: leases, retention, gauges
 --   inbox_ops             the ops function and CLI: read, replay (audited), re-ingest poison
+--   inbox_relay           the outbox relay: claims, publishes and purges outbox rows
 --
 -- Roles belong to the server, not to one database: a server hosting several databases (the
 -- test harness clones one per test file; two deploys may race) sees them created once and
@@ -24,7 +25,7 @@ declare
   role_name text;
   existing pg_roles%rowtype;
 begin
-  foreach role_name in array array['inbox_ingest', 'inbox_ingest_inline', 'inbox_worker', 'inbox_reaper', 'inbox_ops'] loop
+  foreach role_name in array array['inbox_ingest', 'inbox_ingest_inline', 'inbox_worker', 'inbox_reaper', 'inbox_ops', 'inbox_relay'] loop
     select * into existing from pg_roles where rolname = role_name;
     if not found then
       begin

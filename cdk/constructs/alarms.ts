@@ -19,6 +19,7 @@ export const RUNBOOK = {
   functionErrors: 'Function errors',
   esmFailedRecords: 'ESM failed records',
   schemaRegistryErrors: 'Schema registry errors',
+  outboxUnpublishedAge: 'Outbox unpublished age',
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
@@ -47,15 +48,16 @@ export class InboxAlarms extends Construct {
       threshold: number,
       section: keyof typeof RUNBOOK,
       what: string,
+      // No data means nothing happened (counts) or the reaper is not publishing, which
+      // the reaper's own error alarm reports.
+      treatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
     ): void => {
       const alarm = new cloudwatch.Alarm(this, alarmId, {
         metric,
         threshold,
         evaluationPeriods: t.evaluationPeriods,
         comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        // No data means nothing happened (counts) or the reaper is not publishing, which
-        // the reaper's own error alarm reports.
-        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        treatMissingData,
         alarmDescription: `${what} ${runbookReference(section)}`,
       });
       alarm.addAlarmAction(action);
@@ -94,6 +96,17 @@ export class InboxAlarms extends Construct {
         'esmFailedRecords',
         `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
       );
+      if (c.emits) {
+        add(
+          `${key}OutboxUnpublishedAge`,
+          m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum'),
+          t.outboxUnpublishedAgeSeconds,
+          'outboxUnpublishedAge',
+          `${c.name}: an emitted event has waited more than ${t.outboxUnpublishedAgeSeconds} s to be published, or the relay publishes no gauge.`,
+          // The relay publishes this gauge every minute: silence means it is not running.
+          cloudwatch.TreatMissingData.BREACHING,
+        );
+      }
       if (c.schemaRegistry) {
         add(
           `${key}SchemaRegistryErrors`,

@@ -42,6 +42,8 @@ export interface ConsumerWidget {
   right?: readonly Series[];
   leftLabel?: string;
   rightLabel?: string;
+  /** Charted only for a consumer whose declaration emits events (the relay's outbox). */
+  whenEmits?: true;
 }
 
 /** A metric of every function (dimension FunctionName), published by AWS. */
@@ -105,6 +107,22 @@ export const CONSUMER_WIDGETS: readonly ConsumerWidget[] = [
     ],
   },
   {
+    id: 'outbox',
+    title: 'outbox',
+    whenEmits: true,
+    leftLabel: 'rows',
+    left: [{ metric: MetricNames.OutboxDepth, stat: 'Maximum', label: 'unpublished (depth)' }],
+    rightLabel: 'seconds',
+    right: [{ metric: MetricNames.OutboxOldestUnpublishedAgeSeconds, stat: 'Maximum', label: 'oldest unpublished age' }],
+  },
+  {
+    id: 'relay',
+    title: 'relay',
+    whenEmits: true,
+    leftLabel: 'events',
+    left: [sum(MetricNames.OutboxEventsPublished), sum(MetricNames.OutboxPublishRefused), sum(MetricNames.OutboxRowsPurged)],
+  },
+  {
     id: 'reaper',
     title: 'reaper',
     leftLabel: 'rows',
@@ -119,8 +137,19 @@ export const FUNCTION_WIDGETS: readonly FunctionWidget[] = [
   { title: 'Lambda duration p99 (ms)', metric: 'Duration', stat: 'p99' },
 ];
 
+/** What decides which widgets and series a consumer's row shows. */
+export interface ChartedConsumer {
+  schemaRegistry?: boolean;
+  emits?: boolean;
+}
+
+/** The widgets of one consumer's row. */
+export function widgetsOf(consumer: ChartedConsumer): ConsumerWidget[] {
+  return CONSUMER_WIDGETS.filter((w) => !w.whenEmits || consumer.emits === true);
+}
+
 /** A widget side's series as charted for one consumer (does it declare a schema registry?). */
-export function seriesOf(series: readonly Series[], consumer: { schemaRegistry?: boolean }): Series[] {
+export function seriesOf(series: readonly Series[], consumer: ChartedConsumer): Series[] {
   return series.filter((s) => isInboxSeries(s) || !s.withSchemaRegistry || consumer.schemaRegistry === true);
 }
 

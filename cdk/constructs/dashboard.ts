@@ -6,7 +6,7 @@
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as rds from 'aws-cdk-lib/aws-rds';
 import { Construct } from 'constructs';
-import { CONSUMER_WIDGETS, FUNCTION_WIDGETS, isInboxSeries, seriesLabel, seriesOf, type Series } from './dashboard-widgets';
+import { FUNCTION_WIDGETS, isInboxSeries, seriesLabel, seriesOf, widgetsOf, type Series } from './dashboard-widgets';
 import { PERIOD, type InboxMetrics, type MonitoredConsumer, type MonitoredFunction } from './monitoring';
 
 export interface InboxDashboardProps {
@@ -36,7 +36,7 @@ export class InboxDashboard extends Construct {
       };
       this.dashboard.addWidgets(
         new cloudwatch.TextWidget({ markdown: `## ${c.name}`, width: 24, height: 1 }),
-        ...CONSUMER_WIDGETS.map(
+        ...widgetsOf(c).map(
           (w) =>
             new cloudwatch.GraphWidget({
               title: `${c.name}: ${w.title}`,

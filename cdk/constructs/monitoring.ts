@@ -18,6 +18,8 @@ export interface MonitoredConsumer {
   eventSourceMappingIds: string[];
   /** Its mappings validate records against a schema registry. */
   schemaRegistry: boolean;
+  /** It emits events through the outbox (the relay publishes them). */
+  emits: boolean;
 }
 
 export interface MonitoredFunction {

@@ -159,6 +159,8 @@ export class StatefulStack extends Stack {
     });
     // The ESM's pollers use the cluster's own security group: it must admit itself (IAM port).
     securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(9098), 'MSK IAM from the ESM pollers');
+    // The outbox relay runs in the functions' group and produces to the brokers.
+    securityGroup.addIngressRule(this.functionSecurityGroup, ec2.Port.tcp(9098), 'MSK IAM from the outbox relay');
     for (const endpoint of Object.values(this.endpoints)) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
     // A mapping with a Glue schema registry fetches schemas from the pollers' subnets; the
     // functions never call Glue, so only the pollers' group is admitted.

@@ -20,6 +20,7 @@ import { KafkaIngest } from '../constructs/kafka-ingest';
 import { Migrations } from '../constructs/migrations';
 import { InboxMetrics, type MonitoredConsumer, type MonitoredFunction } from '../constructs/monitoring';
 import { Ops } from '../constructs/ops';
+import { OutboxRelay } from '../constructs/outbox-relay';
 import { Reaper } from '../constructs/reaper';
 import { Schedules } from '../constructs/scheduled';
 import type { StatefulStack } from './stateful-stack';
@@ -122,6 +123,12 @@ export class StatelessStack extends Stack {
       );
     }
     const reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules });
+    // Only when some deployed consumer emits events.
+    const outboxTopics = [...new Set(config.consumers.flatMap((c) => c.outboxTopics))].sort();
+    const relay =
+      outboxTopics.length === 0
+        ? undefined
+        : new OutboxRelay(this, 'OutboxRelay', { platform, relay: config.relay, clusterArn: stateful.mskClusterArn, topics: outboxTopics, schedules });
     const ops = new Ops(this, 'Ops', {
       platform,
       schedules,
@@ -137,7 +144,7 @@ export class StatelessStack extends Stack {
     new Migrations(this, 'Migrations', {
       platform,
       executeAfter: [stateful.cluster, ...(stateful.proxy ? [stateful.proxy] : [])],
-      executeBefore: [...this.consumers, reaper, ops],
+      executeBefore: [...this.consumers, reaper, ops, ...(relay ? [relay] : [])],
     });
 
     this.alarmTopic = this.createAlarmTopic(config);
@@ -148,6 +155,7 @@ export class StatelessStack extends Stack {
       worker: c.worker.function,
       eventSourceMappingIds: c.ingest.eventSourceMappingIds,
       schemaRegistry: config.consumers[i]!.schemaRegistry !== undefined,
+      emits: config.consumers[i]!.outboxTopics.length > 0,
     }));
     const functions: MonitoredFunction[] = [
       ...monitored.flatMap((c) => [
@@ -156,6 +164,7 @@ export class StatelessStack extends Stack {
       ]),
       { label: 'reaper', function: reaper.function },
       { label: 'ops', function: ops.function },
+      ...(relay ? [{ label: 'outbox relay', function: relay.function }] : []),
     ];
     new InboxDashboard(this, 'Dashboard', { metrics, consumers: monitored, functions, cluster: stateful.cluster });
     new InboxAlarms(this, 'Alarms', { metrics, consumers: monitored, functions, thresholds: config.alarms, topic: this.alarmTopic });

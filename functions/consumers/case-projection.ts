@@ -1,6 +1,7 @@
 /** case-projection: keeps read_model.case_summary from the regulatory case events (seed 000). */
 import { z } from 'zod';
 import { AggregateVersionGapError, NonRetryableError } from '../lib/errors';
+import { caseAudit } from './case-audit';
 import { defineBatchHandler } from './dispatch';
 import { defineHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from './types';
 
@@ -18,67 +19,114 @@ export const caseStatusChangedPayload = z.object({
   newStatus: z.string().min(1),
 });
 
+/** The audit changes of case-projection (case_core.case_audit.change). */
+export const CaseProjectionChanges = {
+  CASE_ACCEPTED: 'CASE_ACCEPTED',
+  CASE_STATUS_CHANGED: 'CASE_STATUS_CHANGED',
+} as const;
+
 /**
  * Seed 000's upsert, guarded by last_event_id so that a repeat is a no-op. Set-based: the
- * worker applies a whole batch of accepted events in one statement.
+ * worker applies a whole batch of accepted events in one statement, which also returns
+ * each case's state before it (the CTEs share the statement's snapshot) for the audit.
+ * A repeat or a version the case moved past returns nothing: nothing applied, no audit.
  */
 const accepted = defineBatchHandler({
   payload: caseAcceptedPayload,
-  async handleBatch(tx, events) {
+  async handleBatch(tx, events, context) {
     const rows = events.map((e) => ({
       case_id: e.payload.caseId,
       accepted_at: e.payload.acceptedAt,
       event_id: e.eventId,
       version: e.aggregateVersion ?? 0,
     }));
-    await tx`
-      insert into read_model.case_summary (case_id, case_status, accepted_at, last_event_id, last_aggregate_version, updated_at)
-      select e.case_id, 'ACCEPTED', e.accepted_at, e.event_id, e.version, now()
-      from json_to_recordset(${JSON.stringify(rows)}::text::json)
-           as e(case_id text, accepted_at timestamptz, event_id text, version bigint)
-      on conflict (case_id) do update
-      set case_status = excluded.case_status,
-          accepted_at = excluded.accepted_at,
-          last_event_id = excluded.last_event_id,
-          last_aggregate_version = greatest(read_model.case_summary.last_aggregate_version, excluded.last_aggregate_version),
-          updated_at = now()
-      where read_model.case_summary.last_event_id is distinct from excluded.last_event_id
-        -- A versioned accepted event never rolls back a case that has moved past it
-        -- (an operator replay of it, say).
-        and (excluded.last_aggregate_version = 0
-             or read_model.case_summary.last_aggregate_version < excluded.last_aggregate_version)`;
+    const applied = await tx<{ case_id: string; event_id: string; before_status: string | null; accepted_at: Date }[]>`
+      with input as materialized (
+        select e.case_id, e.accepted_at, e.event_id, e.version
+        from json_to_recordset(${JSON.stringify(rows)}::text::json)
+             as e(case_id text, accepted_at timestamptz, event_id text, version bigint)
+      ),
+      prior as (
+        select s.case_id, s.case_status from read_model.case_summary s
+        where s.case_id in (select i.case_id from input i)
+      ),
+      upserted as (
+        insert into read_model.case_summary (case_id, case_status, accepted_at, last_event_id, last_aggregate_version, updated_at)
+        select e.case_id, 'ACCEPTED', e.accepted_at, e.event_id, e.version, now()
+        from input e
+        on conflict (case_id) do update
+        set case_status = excluded.case_status,
+            accepted_at = excluded.accepted_at,
+            last_event_id = excluded.last_event_id,
+            last_aggregate_version = greatest(read_model.case_summary.last_aggregate_version, excluded.last_aggregate_version),
+            updated_at = now()
+        where read_model.case_summary.last_event_id is distinct from excluded.last_event_id
+          -- A versioned accepted event never rolls back a case that has moved past it
+          -- (an operator replay of it, say).
+          and (excluded.last_aggregate_version = 0
+               or read_model.case_summary.last_aggregate_version < excluded.last_aggregate_version)
+        returning case_id, last_event_id, accepted_at
+      )
+      select u.case_id, u.last_event_id as event_id, p.case_status as before_status, u.accepted_at
+      from upserted u left join prior p on p.case_id = u.case_id`;
+    const byId = new Map(events.map((e) => [e.eventId, e]));
+    await context.audit(
+      applied.map((a) => ({
+        source: byId.get(a.event_id)!,
+        subjectId: a.case_id,
+        change: CaseProjectionChanges.CASE_ACCEPTED,
+        before: a.before_status === null ? null : { status: a.before_status },
+        after: { status: 'ACCEPTED', acceptedAt: a.accepted_at.toISOString() },
+      })),
+    );
   },
 });
 
 /**
  * Seed 000's versioned update: applies only on top of the version before it. A version
- * at or below the last applied is a stale duplicate (no effect); a version further ahead
- * is a gap, held by the worker until its predecessor arrives or the wait runs out.
+ * at or below the last applied is a stale duplicate (no effect, no audit); a version
+ * further ahead is a gap, held by the worker until its predecessor arrives or the wait
+ * runs out.
  */
 const statusChanged = defineHandler({
   payload: caseStatusChangedPayload,
-  async handle(tx, event) {
+  async handle(tx, event, context) {
     const version = event.aggregateVersion;
     if (version === null) {
       throw new NonRetryableError('AGGREGATE_VERSION_MISSING', `${CASE_STATUS_CHANGED} needs aggregateVersion in its envelope`);
     }
-    const updated = await tx`
-      update read_model.case_summary
-      set case_status = ${event.payload.newStatus},
+    const { caseId, newStatus } = event.payload;
+    const audit = (before: string | null) =>
+      context.audit([
+        {
+          source: event,
+          subjectId: caseId,
+          change: CaseProjectionChanges.CASE_STATUS_CHANGED,
+          before: before === null ? null : { status: before },
+          after: { status: newStatus, aggregateVersion: version },
+        },
+      ]);
+    // prior is read in the statement's snapshot: the status this update replaces.
+    const [updated] = await tx<{ before_status: string }[]>`
+      with prior as (select case_id, case_status from read_model.case_summary where case_id = ${caseId})
+      update read_model.case_summary s
+      set case_status = ${newStatus},
           last_aggregate_version = ${version},
           last_event_id = ${event.eventId},
           updated_at = now()
-      where case_id = ${event.payload.caseId}
-        and last_aggregate_version = ${version - 1}`;
-    if (updated.count === 1) return;
+      from prior p
+      where s.case_id = p.case_id
+        and s.last_aggregate_version = ${version - 1}
+      returning p.case_status as before_status`;
+    if (updated !== undefined) return audit(updated.before_status);
 
     const [current] = await tx<{ last_aggregate_version: number }[]>`
-      select last_aggregate_version from read_model.case_summary where case_id = ${event.payload.caseId}`;
+      select last_aggregate_version from read_model.case_summary where case_id = ${caseId}`;
     if (current === undefined && version === 1) {
       await tx`
         insert into read_model.case_summary (case_id, case_status, last_event_id, last_aggregate_version, updated_at)
-        values (${event.payload.caseId}, ${event.payload.newStatus}, ${event.eventId}, 1, now())`;
-      return;
+        values (${caseId}, ${newStatus}, ${event.eventId}, 1, now())`;
+      return audit(null);
     }
     if (current !== undefined && current.last_aggregate_version >= version) return; // stale duplicate
     throw new AggregateVersionGapError(version - 1, current?.last_aggregate_version ?? null);
@@ -98,4 +146,5 @@ export const caseProjection: ConsumerDeclaration = {
   retention: DEFAULT_RETENTION,
   // A case's events build on each other: a quarantined one holds the rest of its case.
   quarantinePolicy: 'hold-aggregate',
+  audit: caseAudit,
 };

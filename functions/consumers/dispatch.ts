@@ -9,7 +9,8 @@ import type { z } from 'zod';
 import { ErrorCodes, NonRetryableError } from '../lib/errors';
 import type { TransactionSql } from '../lib/db';
 import type { InboxRow } from '../inbox/types';
-import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
+import { handlerContext } from './handler-context';
+import type { ConsumerDeclaration, EventHandler, HandlerContext, InboxEvent } from './types';
 
 /**
  * A handler that can also apply many events in one set-based statement. The worker uses
@@ -18,19 +19,27 @@ import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
  * savepoint. So handleBatch(events) must have exactly the effect of handle() per event.
  */
 export interface BatchEventHandler<P = unknown> extends EventHandler<P> {
-  handleBatch(tx: TransactionSql, events: readonly InboxEvent<P>[]): Promise<void>;
+  handleBatch(tx: TransactionSql, events: readonly InboxEvent<P>[], context: HandlerContext): Promise<void>;
 }
 
 /** Declare a set-based handler; handle(e) is handleBatch([e]), so the two cannot drift apart. */
 export function defineBatchHandler<S extends z.ZodType>(handler: {
   payload: S;
-  handleBatch(tx: TransactionSql, events: readonly InboxEvent<z.output<S>>[]): Promise<void>;
+  handleBatch(tx: TransactionSql, events: readonly InboxEvent<z.output<S>>[], context: HandlerContext): Promise<void>;
 }): BatchEventHandler<z.output<S>> {
   return {
     payload: handler.payload as unknown as z.ZodType<z.output<S>>,
     handleBatch: handler.handleBatch,
-    handle: (tx, event) => handler.handleBatch(tx, [event]),
+    handle: (tx, event, context) => handler.handleBatch(tx, [event], context),
   };
+}
+
+/**
+ * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`.
+ * The worker's fast path calls it once per stage and handler.
+ */
+export function runBatch(consumer: ConsumerDeclaration, handler: BatchEventHandler<any>, tx: TransactionSql, events: readonly InboxEvent[]): Promise<void> {
+  return handler.handleBatch(tx, events, handlerContext(consumer, tx));
 }
 
 export function isBatchHandler(handler: EventHandler<any>): handler is BatchEventHandler<any> {
@@ -81,7 +90,10 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
   };
 }
 
-/** What a row needs to run: nothing (IGNORED), or its handler bound to the parsed payload. */
+/**
+ * What a row needs to run: nothing (IGNORED), or its handler bound to the parsed payload;
+ * `run(tx)` gives the handler a context bound to that `tx` (its savepoint).
+ */
 export type PreparedDispatch =
   | { kind: 'ignored' }
   | { kind: 'run'; run: (tx: TransactionSql) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
@@ -104,7 +116,7 @@ export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): P
   }
   const event = toInboxEvent(row, parsed.data);
   const handler = resolution.handler;
-  return { kind: 'run', run: (tx) => handler.handle(tx, event), handler, event };
+  return { kind: 'run', run: (tx) => handler.handle(tx, event, handlerContext(consumer, tx)), handler, event };
 }
 
 /** Run the row's handler inside `tx`. Resolves to the status to record. */

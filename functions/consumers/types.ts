@@ -38,6 +38,50 @@ export interface InboxEvent<P = unknown> {
   payload: P;
 }
 
+/**
+ * One domain audit entry: what an effect the handler applied changed (seed 000's "insert
+ * domain audit"). Written only for an effect that was applied: a stale duplicate, a no-op
+ * or an ignored event has nothing to audit.
+ */
+export interface AuditEntry {
+  /** The event whose processing applied the effect. */
+  source: InboxEvent<unknown>;
+  /** The domain object the effect changed (the case, for the case consumers). */
+  subjectId: string;
+  /** What changed, e.g. CASE_ACCEPTED. */
+  change: string;
+  /** The state before and after, where the change has one; null: nothing before. */
+  before?: Record<string, unknown> | null;
+  after?: Record<string, unknown> | null;
+}
+
+/** An event to publish once the processing transaction commits (the outbox). */
+export interface Emission {
+  /** The event whose processing emits it: its causation, correlation and derived event id. */
+  source: InboxEvent<unknown>;
+  /** One of the consumer declaration's `emits` types; it names the topic and version. */
+  eventType: string;
+  /** The emitted event's aggregate (its partition key, its publishing order). */
+  aggregateId: string;
+  payload: Record<string, unknown>;
+}
+
+/**
+ * What a handler can do besides its own statements, in the same transaction (or savepoint)
+ * as its side effects and the row's status change: all of it commits together, or rolls
+ * back together with a failed attempt.
+ */
+export interface HandlerContext {
+  /** Write domain audit entries (the declaration's `audit` trail). */
+  audit(entries: readonly AuditEntry[]): Promise<void>;
+  /**
+   * Emit events into integration.outbox; the relay publishes them after the commit. Each
+   * event's id is derived from (consumer, source event id, type, ordinal): processing the
+   * row again emits the same id, never a second, different event.
+   */
+  emit(events: readonly Emission[]): Promise<void>;
+}
+
 export interface EventHandler<P = unknown> {
   /** The payload's schema for this type@version; a payload that fails it is quarantined PAYLOAD_INVALID. */
   payload: z.ZodType<P>;
@@ -46,9 +90,9 @@ export interface EventHandler<P = unknown> {
    * idempotent with respect to the domain (the inbox makes redelivery harmless, but a
    * handler should still write "insert if absent" rather than "insert").
    * Throw RetryableError / NonRetryableError (or let a database error through: it is
-   * classified by SQLSTATE).
+   * classified by SQLSTATE). `context` audits and emits in that same transaction.
    */
-  handle(tx: TransactionSql, event: InboxEvent<P>): Promise<void>;
+  handle(tx: TransactionSql, event: InboxEvent<P>, context: HandlerContext): Promise<void>;
 }
 
 /** Handlers keyed by event type, then by event version. */
@@ -74,6 +118,11 @@ export interface RetentionPolicy {
   dedupeWindowDays: number;
   /** Raw poison rows are kept this long. */
   poisonRetentionDays: number;
+  /**
+   * Outbox rows this consumer emitted are kept this long after they were published (by
+   * the relay); DEFAULT_RETENTION's when omitted. Unpublished rows are never deleted.
+   */
+  publishedOutboxDays?: number;
 }
 
 /**
@@ -84,6 +133,16 @@ export interface RetentionPolicy {
  *                   replays or resolves the quarantined row (deferred consumers only).
  */
 export type QuarantinePolicy = 'continue' | 'hold-aggregate';
+
+/** An event type a consumer emits: where and as what the relay publishes it. */
+export interface EmittedEventDeclaration {
+  topic: string;
+  eventVersion: number;
+  aggregateType: string;
+}
+
+/** Writes a consumer's audit entries into its domain's audit table, in the handler's transaction. */
+export type AuditTrail = (tx: TransactionSql, consumerName: string, entries: readonly AuditEntry[]) => Promise<void>;
 
 export interface ConsumerDeclaration {
   /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
@@ -103,6 +162,10 @@ export interface ConsumerDeclaration {
    * registry (and converts them to JSON) before the function sees them. See ./schema-registry.ts.
    */
   schemaRegistry?: SchemaRegistryDeclaration;
+  /** Where the handlers' audit entries go (HandlerContext.audit); a consumer without one cannot audit. */
+  audit?: AuditTrail;
+  /** The event types the handlers may emit (HandlerContext.emit), keyed by type; the relay publishes them. */
+  emits?: Readonly<Record<string, EmittedEventDeclaration>>;
   /** 'continue' when omitted. */
   quarantinePolicy?: QuarantinePolicy;
 }
@@ -115,7 +178,7 @@ export function quarantinePolicyOf(consumer: Pick<ConsumerDeclaration, 'quaranti
 /** Keep the payload type of a handler tied to its schema. */
 export function defineHandler<S extends z.ZodType>(handler: {
   payload: S;
-  handle(tx: TransactionSql, event: InboxEvent<z.output<S>>): Promise<void>;
+  handle(tx: TransactionSql, event: InboxEvent<z.output<S>>, context: HandlerContext): Promise<void>;
 }): EventHandler<z.output<S>> {
   return handler as EventHandler<z.output<S>>;
 }
@@ -133,4 +196,5 @@ export const DEFAULT_RETENTION: RetentionPolicy = {
   payloadRetentionDays: 7,
   dedupeWindowDays: 30,
   poisonRetentionDays: 30,
+  publishedOutboxDays: 7,
 };

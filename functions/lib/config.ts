@@ -49,6 +49,17 @@ export const DEFAULTS = {
   leaseSeconds: 300,
   reaperBatchSize: 1_000,
   reaperSafetyMarginMs: 10_000,
+  relayBatchSize: 200,
+  relayRunLength: 50,
+  relaySafetyMarginMs: 10_000,
+  relayPurgeBatchSize: 1_000,
+  /** Delay before the next try after the broker refused an aggregate's head, by attempt; the last repeats. */
+  relayBackoffSeconds: [1, 5, 15, 60, 300] as readonly number[],
+  kafkaClientId: 'kafka-inbox-relay',
+  kafkaConnectionTimeoutMs: 3_000,
+  // One send, retries included, stays well inside the relay's deployed safety margin (30 s).
+  kafkaRequestTimeoutMs: 5_000,
+  kafkaRetries: 2,
   metricsNamespace: 'KafkaInbox',
   serviceName: 'kafka-inbox',
 } as const;
@@ -99,8 +110,8 @@ const schema = z
     DB_PORT: integer(1, 65_535).optional(),
     /** The database name for DB_IAM_USER. */
     DB_NAME: z.string().trim().min(1).optional(),
-    /** The region the IAM token is signed for (Lambda sets it). */
-    AWS_REGION: z.string().trim().min(1).optional(),
+    /** Set by Lambda: the region IAM database tokens and MSK IAM tokens are signed for. */
+    AWS_REGION: z.string().trim().regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1').optional(),
     /** 'require' outside localhost by default; 'disable' for local servers; IAM authentication: 'verify-full', always. */
     DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
     /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
@@ -127,6 +138,26 @@ const schema = z
     REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
     /** The reaper stops starting batches this long before its invocation's deadline. */
     REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.reaperSafetyMarginMs),
+
+    /** Outbox rows per relay claim, and of one aggregate per claim (its run, published in order). */
+    RELAY_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.relayBatchSize),
+    RELAY_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.relayRunLength),
+    /** The relay stops claiming (and publishing) this long before its invocation's deadline. */
+    RELAY_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.relaySafetyMarginMs),
+    /** Published outbox rows deleted per retention statement. */
+    RELAY_PURGE_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.relayPurgeBatchSize),
+    /** The brokers the relay publishes to: host:port,host:port (MSK's IAM bootstrap string, port 9098). */
+    KAFKA_BROKERS: z
+      .string()
+      .trim()
+      .transform((v) => v.split(',').map((b) => b.trim()).filter((b) => b.length > 0))
+      .pipe(z.array(z.string().regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, 'must be host:port')).min(1))
+      .optional(),
+    KAFKA_CLIENT_ID: z.string().trim().min(1).max(255).default(DEFAULTS.kafkaClientId),
+    KAFKA_CONNECTION_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.kafkaConnectionTimeoutMs),
+    KAFKA_REQUEST_TIMEOUT_MS: integer(100, 120_000).default(DEFAULTS.kafkaRequestTimeoutMs),
+    /** kafkajs retries of one send (the idempotent producer needs at least 1). */
+    KAFKA_RETRIES: integer(1, 100).default(DEFAULTS.kafkaRetries),
 
     /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
     SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
@@ -203,6 +234,24 @@ export interface Config {
   reaper: { batchSize: number; safetyMarginMs: number };
   /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
   ingestMappings: Record<string, string[]>;
+  relay: {
+    batchSize: number;
+    runLength: number;
+    safetyMarginMs: number;
+    /** The relay's lane lease; capped at the invocation's remaining time. */
+    leaseSeconds: number;
+    purgeBatchSize: number;
+    backoffSeconds: readonly number[];
+  };
+  /** The relay's producer. brokers and region are required by the relay function only. */
+  kafka: {
+    brokers?: string[];
+    region?: string;
+    clientId: string;
+    connectionTimeoutMs: number;
+    requestTimeoutMs: number;
+    retries: number;
+  };
   scheduler: {
     groupName?: string;
     workerSchedules: Record<string, string>;
@@ -248,6 +297,22 @@ export function parseConfig(env: Env): Config {
     },
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     ingestMappings: e.INGEST_MAPPINGS ?? {},
+    relay: {
+      batchSize: e.RELAY_BATCH_SIZE,
+      runLength: e.RELAY_RUN_LENGTH,
+      safetyMarginMs: e.RELAY_SAFETY_MARGIN_MS,
+      leaseSeconds: e.LEASE_SECONDS,
+      purgeBatchSize: e.RELAY_PURGE_BATCH_SIZE,
+      backoffSeconds: DEFAULTS.relayBackoffSeconds,
+    },
+    kafka: {
+      ...(e.KAFKA_BROKERS !== undefined ? { brokers: e.KAFKA_BROKERS } : {}),
+      ...(e.AWS_REGION !== undefined ? { region: e.AWS_REGION } : {}),
+      clientId: e.KAFKA_CLIENT_ID,
+      connectionTimeoutMs: e.KAFKA_CONNECTION_TIMEOUT_MS,
+      requestTimeoutMs: e.KAFKA_REQUEST_TIMEOUT_MS,
+      retries: e.KAFKA_RETRIES,
+    },
     scheduler: {
       ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
       workerSchedules: e.WORKER_SCHEDULES ?? {},
@@ -264,6 +329,16 @@ export function requireConsumerName(config: Config): string {
     throw new ConfigError('Invalid configuration: CONSUMER_NAME: required for this function');
   }
   return config.consumerName;
+}
+
+/** The producer settings the relay function needs: brokers and the signing region. */
+export function requireKafka(config: Config): Config['kafka'] & { brokers: string[]; region: string } {
+  const { brokers, region } = config.kafka;
+  const missing = [...(brokers === undefined ? ['KAFKA_BROKERS'] : []), ...(region === undefined ? ['AWS_REGION'] : [])];
+  if (missing.length > 0) {
+    throw new ConfigError(`Invalid configuration: ${missing.map((m) => `${m}: required for the relay`).join('; ')}`);
+  }
+  return { ...config.kafka, brokers: brokers!, region: region! };
 }
 
 let cached: Config | undefined;

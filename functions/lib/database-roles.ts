@@ -14,6 +14,8 @@ export const DatabaseRoles = {
   worker: 'inbox_worker',
   reaper: 'inbox_reaper',
   ops: 'inbox_ops',
+  /** The outbox relay: claims, publishes and purges outbox rows. */
+  relay: 'inbox_relay',
 } as const;
 
 export type DatabaseRole = (typeof DatabaseRoles)[keyof typeof DatabaseRoles];

@@ -46,6 +46,10 @@ export const ErrorCodes = {
   UNEXPECTED_ERROR: 'UNEXPECTED_ERROR',
   /** Not an error: an operator resolved a QUARANTINED row without running it (ops resolve). */
   OPERATOR_RESOLVED: 'OPERATOR_RESOLVED',
+  /** A handler emitted an event type its declaration does not list in `emits`. */
+  OUTBOX_EVENT_UNDECLARED: 'OUTBOX_EVENT_UNDECLARED',
+  /** A handler audited, but its declaration has no `audit` trail. */
+  AUDIT_NOT_DECLARED: 'AUDIT_NOT_DECLARED',
 } as const;
 
 /** SQLSTATEs that are worth retrying as they are (the same statement can succeed later). */

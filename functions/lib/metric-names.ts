@@ -28,6 +28,12 @@ export const MetricNames = {
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',
   PayloadsPurged: 'PayloadsPurged',
+  // outbox relay (dimension: the emitting consumer)
+  OutboxEventsPublished: 'OutboxEventsPublished',
+  OutboxPublishRefused: 'OutboxPublishRefused',
+  OutboxDepth: 'OutboxDepth',
+  OutboxOldestUnpublishedAgeSeconds: 'OutboxOldestUnpublishedAgeSeconds',
+  OutboxRowsPurged: 'OutboxRowsPurged',
 } as const;
 
 export type MetricName = (typeof MetricNames)[keyof typeof MetricNames];

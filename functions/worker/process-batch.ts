@@ -30,7 +30,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { quarantinePolicyOf, type ConsumerDeclaration, type EventHandler, type InboxEvent } from '../consumers/types';
-import { isBatchHandler, prepareDispatch, type BatchEventHandler } from '../consumers/dispatch';
+import { isBatchHandler, prepareDispatch, runBatch, type BatchEventHandler } from '../consumers/dispatch';
 import { outcomeForExhausted, outcomeForFailure } from '../consumers/outcome';
 import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
@@ -134,7 +134,7 @@ function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
  * all of them), every other event on its own. The rows of a stage are of different
  * aggregates, so the units are independent of each other.
  */
-function units(stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
+function units(consumer: ConsumerDeclaration, stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
   const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
   const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
   for (const r of stage) {
@@ -147,7 +147,7 @@ function units(stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: Tran
     }
   }
   for (const [handler, group] of grouped) {
-    out.push({ rows: group.map((g) => g.row), run: (tx) => handler.handleBatch(tx, group.map((g) => g.event)) });
+    out.push({ rows: group.map((g) => g.row), run: (tx) => runBatch(consumer, handler, tx, group.map((g) => g.event)) });
   }
   return out;
 }
@@ -156,7 +156,7 @@ function units(stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: Tran
  * Every run's runnable rows, stage by stage, in one savepoint. Resolves to per-row
  * durations, or undefined if anything failed (the savepoint is then rolled back).
  */
-async function runFastPath(tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
+async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
   const durations = new Map<string, number>();
   const depth = Math.max(0, ...runs.map((r) => r.length));
   try {
@@ -167,7 +167,7 @@ async function runFastPath(tx: TransactionSql, runs: readonly Runnable[][]): Pro
         // before the savepoint is rolled back, or a slow handler's later statements would
         // land outside it.
         const results = await Promise.allSettled(
-          units(stage).map(async ({ rows, run }) => {
+          units(ctx.consumer, stage).map(async ({ rows, run }) => {
             const started = performance.now();
             await run(sp);
             const elapsed = performance.now() - started;
@@ -262,7 +262,7 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
     } else {
       const split = steps.map(prefixOf);
       const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
-      const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(tx, runs);
+      const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(ctx, tx, runs);
       if (durations !== undefined) {
         for (const { prefix, rest } of split) {
           const lane: LaneResult = { results: [], handedBack: rest.map(rowOf), stoppedBy: undefined, outOfTime: false };

@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
-import { CONSUMER_WIDGETS, seriesOf } from '../../cdk/constructs/dashboard-widgets';
+import { seriesOf, widgetsOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
@@ -91,7 +91,10 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
   });
 
   it('grants MSK IAM access on the cluster, the consumer topics and its groups only', () => {
-    const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
+    // The outbox relay's producer grants: their own test below.
+    const policies = Object.entries(resourcesOf(s.stateless, 'AWS::IAM::Policy'))
+      .filter(([id]) => !id.startsWith('OutboxRelay'))
+      .map(([, p]) => p);
     const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
     const kafka = statements.filter((st) => [st.Action].flat().some((a) => a.startsWith('kafka-cluster:')));
     const actions = new Set(kafka.flatMap((st) => [st.Action].flat()).filter((a) => a.startsWith('kafka-cluster:')));
@@ -162,8 +165,8 @@ describe('functions', () => {
     const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
       String(f.Properties!.Description ?? '').startsWith('Kafka inbox'),
     );
-    // ingest + worker per consumer, reaper, ops, migrations
-    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    // ingest + worker per consumer, reaper, ops, migrations, outbox relay
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 4);
     for (const f of functions) {
       const p = f.Properties!;
       expect(p.Architectures).toEqual(['arm64']);
@@ -227,7 +230,8 @@ describe('functions', () => {
 
   it("set the log level through Lambda's logging configuration (JSON, application level of the stage), not an environment variable", () => {
     const functions = Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter(([, f]) => /^Kafka inbox/.test(f.Properties!.Description ?? ''));
-    expect(functions.length).toBe(CONSUMERS.length * 2 + 3);
+    // ingest and worker per consumer; reaper, ops, migrations, outbox relay
+    expect(functions.length).toBe(CONSUMERS.length * 2 + 4);
     for (const [id, f] of functions) {
       expect(f.Properties!.LoggingConfig, id).toMatchObject({ LogFormat: 'JSON', ApplicationLogLevel: s.config.observability.logLevel });
       const env = Object.keys(f.Properties!.Environment.Variables as Record<string, unknown>);
@@ -255,13 +259,14 @@ function expectedRole(description: string): string | undefined {
   if (description.startsWith('Kafka inbox worker:')) return DatabaseRoles.worker;
   if (description.startsWith('Kafka inbox reaper')) return DatabaseRoles.reaper;
   if (description.startsWith('Kafka inbox operator')) return DatabaseRoles.ops;
+  if (description.startsWith('Kafka inbox outbox relay')) return DatabaseRoles.relay;
   throw new Error(`no expected role for ${description}`);
 }
 
 describe('database access in IAM', () => {
   it('lets no runtime function read any secret; the migration function alone reads the master secret', () => {
     const functions = inboxFunctions(s.stateless);
-    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 4);
     for (const f of functions) {
       const secretReads = f.statements.filter((st) => actionsOf(st).some((a) => a.startsWith('secretsmanager:')));
       if (expectedRole(f.description) === undefined) {
@@ -417,7 +422,7 @@ describe('observability', () => {
       widgets: { type: string; properties: { title?: string; metrics?: unknown[][] } }[];
     };
     for (const consumer of CONSUMERS) {
-      for (const w of CONSUMER_WIDGETS) {
+      for (const w of widgetsOf({ emits: consumer.emits !== undefined })) {
         const title = `${consumer.name}: ${w.title}`;
         const found = body.widgets.filter((x) => x.type === 'metric' && x.properties.title === title);
         expect(found, title).toHaveLength(1);
@@ -437,8 +442,9 @@ describe('observability', () => {
 
   it('has every alarm for every consumer and function, each naming its runbook section and notifying the topic', () => {
     const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
-    const functionCount = CONSUMERS.length * 2 + 2; // ingest + worker per consumer, reaper, ops
-    expect(alarms).toHaveLength(CONSUMERS.length * 5 + functionCount);
+    const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
+    const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
+    expect(alarms).toHaveLength(CONSUMERS.length * 5 + emitting + functionCount);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
@@ -454,6 +460,7 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
+    expect(bySection.get(RUNBOOK.outboxUnpublishedAge)).toBe(emitting);
   });
 
   it('charts and alarms only on metrics that some function emits', () => {
@@ -481,7 +488,7 @@ describe('security checks', () => {
 });
 
 describe('bundles', () => {
-  it('bundles every function with the local esbuild, each under 1 MiB, and prints the sizes', () => {
+  it('bundles every function with the local esbuild, each under 1 MiB (the relay, with its Kafka client, 1.5 MiB), and prints the sizes', () => {
     const assets = readdirSync(outdir).filter((d) => d.startsWith('asset.') && statSync(join(outdir, d)).isDirectory());
     const sizes: { fn: string; bytes: number }[] = [];
     for (const [logicalId, f] of Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function'))) {
@@ -491,9 +498,9 @@ describe('bundles', () => {
       const bundle = join(outdir, asset, 'index.mjs');
       sizes.push({ fn: `${logicalId} (${f.Properties!.Description})`, bytes: statSync(bundle).size });
     }
-    expect(sizes).toHaveLength(CONSUMERS.length * 2 + 3);
+    expect(sizes).toHaveLength(CONSUMERS.length * 2 + 4);
     console.log(sizes.map(({ fn, bytes }) => `${(bytes / 1024).toFixed(1).padStart(8)} KiB  ${fn}`).join('\n'));
-    for (const { fn, bytes } of sizes) expect(bytes, fn).toBeLessThan(1024 * 1024);
+    for (const { fn, bytes } of sizes) expect(bytes, fn).toBeLessThan((fn.includes('outbox relay') ? 1.5 : 1) * 1024 * 1024);
   });
 
   it('copies the migrations into the migration function bundle', () => {

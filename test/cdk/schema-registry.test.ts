@@ -8,7 +8,7 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { CDK_JSON, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { CLUSTER_ARN, CDK_JSON, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 type Resources = Record<string, { Type: string; Properties: Record<string, any> }>;
 type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };
@@ -17,7 +17,6 @@ const EXAMPLE = CDK_JSON.context.stages['example-schema-registry'] as {
   consumers: { 'notification-service': { schemaRegistry: { registryArn: string } } };
 };
 const REGISTRY_ARN = EXAMPLE.consumers['notification-service'].schemaRegistry.registryArn;
-const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
 const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:confluent/case-registry-AbC123';
 const KEY_ARN = 'arn:aws:kms:eu-west-1:123456789012:key/0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0';
 

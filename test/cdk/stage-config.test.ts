@@ -6,9 +6,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
-import { actionsOf, databaseUsersOf, inboxFunctions, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, CLUSTER_ARN, databaseUsersOf, inboxFunctions, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
-const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
 function configError(raw: unknown): StageConfigError {

@@ -15,6 +15,9 @@ interface CdkJson {
   context: { stages: Record<string, unknown> } & Record<string, unknown>;
 }
 
+/** The imported cluster of the production-shaped stages the tests synthesize. */
+export const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
+
 export const CDK_JSON = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as CdkJson;
 
 export interface Synthesized {

@@ -18,6 +18,7 @@ import { DatabaseRoles, ingestRoleOf, RUNTIME_ROLES, type DatabaseRole } from '.
 import { getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
+import { freePort } from '../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { useTestDatabase } from '../helpers/db';
@@ -27,7 +28,7 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 // Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
 // runtime's own copies would.
 const outDir = `${root}.tmp/bundles-${process.pid}`;
-const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate'] as const;
+const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
 type Fn = (typeof FUNCTIONS)[number];
 
 const db = await useTestDatabase();
@@ -219,6 +220,35 @@ describe('the bundled functions', () => {
       { offset_no: 51, error_code: 'UNSUPPORTED_SOURCE_FORMAT' },
       { offset_no: 53, error_code: 'ENVELOPE_INVALID' },
     ]);
+  });
+
+  it('ingest → worker → relay: case-sla’s obligation event is emitted; with no broker to reach the relay marks nothing published', async () => {
+    const topic = 'regulatory.case.events.v1';
+    const consumer = { CONSUMER_NAME: 'case-sla' };
+    await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: accepted('case_r1', 'evt_r1') })]), consumer);
+    expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({ claimed: 1, processed: 1 });
+
+    const relay = await invoke('relay', { source: 'schedule' }, {
+      KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
+      AWS_REGION: 'eu-west-1',
+      // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
+      AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+      AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+      KAFKA_RETRIES: '1',
+      KAFKA_CONNECTION_TIMEOUT_MS: '300',
+      RELAY_SAFETY_MARGIN_MS: '1000',
+    });
+
+    expect(relay).toEqual({ claimed: 1, published: 0, refused: 1, returned: 0, lost: 0, purged: 0 });
+    expect(
+      await db.sql`select source_event_id, aggregate_id, published_at, attempt_count, last_error_code from integration.outbox`,
+    ).toEqual([{ source_event_id: 'evt_r1', aggregate_id: 'case_r1', published_at: null, attempt_count: 1, last_error_code: 'PUBLISH_REFUSED' }]);
+  });
+
+  it('the relay without brokers or region fails its cold start naming both', async () => {
+    await expect(invoke('relay', {}, {})).rejects.toMatchObject({
+      stderr: expect.stringContaining('KAFKA_BROKERS: required for the relay; AWS_REGION: required for the relay'),
+    });
   });
 
   it('a function with a bad configuration fails its cold start naming the variable', async () => {

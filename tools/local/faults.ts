@@ -91,8 +91,8 @@ async function inject(tx: TransactionSql, fault: Fault, event: InboxEvent): Prom
 function wrap(handler: EventHandler, consumerName: string, faults: ReadonlyMap<string, Fault>): EventHandler {
   return {
     payload: handler.payload,
-    async handle(tx, event) {
-      await handler.handle(tx, event);
+    async handle(tx, event, context) {
+      await handler.handle(tx, event, context);
       await tx`
         insert into local_run.applied_effect (consumer_name, event_id, aggregate_id, aggregate_version, attempt)
         values (${consumerName}, ${event.eventId}, ${event.aggregateId}, ${event.aggregateVersion}, ${event.attempt})`;

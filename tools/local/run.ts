@@ -44,6 +44,7 @@ import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generat
 import { writeReport } from './html-report';
 import { SimulatedMapping } from './mapping';
 import { CapturingMetrics, fileSink, MetricLog, nullSink, SinkLogger, type LogSink } from './observability';
+import { localRelay, relayChecks, SimulatedTopics } from './relay';
 import type { LocalOptions } from './options';
 import { checksReport, Progress, summaryTable, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
 import { buildTimeline, type FaultEvent, type FaultKind } from './timeline';
@@ -372,6 +373,22 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       })(),
     );
 
+    // Outbox relay: one loop, publishing to simulated topics (tools/local/relay.ts).
+    const topics = new SimulatedTopics({ seed: options.seed, refuseRate: 0.05 });
+    const relay = localRelay({
+      sql: await client(2),
+      consumers: [...consumers.values()],
+      config,
+      logger: logger('relay'),
+      metrics: new CapturingMetrics(metricLog),
+      topics,
+      tickMs: options.tickMs,
+      invocationMs: INVOCATION_MS,
+      crashes: 2,
+      isStopping: () => stopping,
+    });
+    background.push(relay.run());
+
     for (const { mapping } of mappings) {
       stoppers.push(() => mapping.stop());
       background.push(mapping.run());
@@ -406,7 +423,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       progress.update(snapshot);
 
       const mappingsDone = mappings.every((m) => m.mapping.done);
-      if (mappingsDone && open === 0 && pendingCrashTotal() === 0) break;
+      if (mappingsDone && open === 0 && pendingCrashTotal() === 0 && (await relay.settled())) break;
       if (aborted()) break;
       if (performance.now() > deadline) {
         timedOut = true;
@@ -448,6 +465,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
           ingestPoisoned: new Map(consumerNames.map((c) => [c, total(c, MetricNames.RecordsPoisoned)])),
           timedOut,
         });
+    if (!interrupted) checks.push(...(await relayChecks(admin, topics, relay.stats)));
     const finalStates = await admin<{ consumer_name: string; status: string; error_code: string | null; n: number }[]>`
       select consumer_name, status, case when status = 'QUARANTINED' then error_code end as error_code, count(*)::int as n
       from integration.consumer_inbox
@@ -466,6 +484,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     out.write(
       `Crashes: ${[...crashed.entries()].filter(([, ids]) => ids.length > 0).map(([c, ids]) => `${c} (${plural(ids.length, 'row')} abandoned)`).join(', ') || 'none'}; ` +
         `their leases (${CRASH_LEASE_SECONDS} s) expired and the reaper returned them.\n`,
+    );
+    out.write(
+      `Outbox relay: ${plural(relay.stats.invocations, 'invocation')}, ${plural(relay.stats.published, 'event')} published, ` +
+        `${plural(relay.stats.refused, 'send')} refused and retried, crashes ${relay.stats.crashes.map((c) => `${c.kind} (${plural(c.rows, 'row')})`).join(', ') || 'none'}` +
+        `${relay.stats.crashesNotSimulated > 0 ? ` (${relay.stats.crashesNotSimulated} planned, nothing to abandon)` : ''}.\n`,
     );
     if (invocationErrors.size > 0) {
       out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);

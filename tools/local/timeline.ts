@@ -8,7 +8,8 @@
  * was emitted: an ingest function that was not invoked received nothing. Gauges and
  * percentiles have no value where nothing was emitted (a gap, as CloudWatch draws it).
  */
-import { CONSUMER_WIDGETS, isInboxSeries, seriesLabel, seriesOf, type Series, type Stat } from '../../cdk/constructs/dashboard-widgets';
+import { isInboxSeries, seriesLabel, seriesOf, widgetsOf, type Series, type Stat } from '../../cdk/constructs/dashboard-widgets';
+import { findConsumer } from '../../functions/consumers';
 import type { MetricLog } from './observability';
 
 export type FaultKind = 'database-unreachable' | 'commit-lost' | 'worker-crash';
@@ -108,7 +109,8 @@ export function buildTimeline(input: TimelineInput): Timeline {
 
   const widgets: TimelineWidget[] = [];
   for (const consumer of input.consumers) {
-    for (const w of CONSUMER_WIDGETS) {
+    const declaration = findConsumer(consumer);
+    for (const w of widgetsOf({ emits: declaration?.emits !== undefined })) {
       const series: TimelineSeries[] = [];
       const awsOnly: string[] = [];
       const add = (list: readonly Series[] | undefined, axis: 'left' | 'right') => {

@@ -13,6 +13,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { runChecks } from '../../../tools/local/checks';
 import { generateStream } from '../../../tools/local/generator';
 import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options';
+import { relayChecks, SimulatedTopics } from '../../../tools/local/relay';
 import { DatabaseNotEmptyError, runLocal } from '../../../tools/local';
 import { createTestDatabase, useTestDatabase } from '../../helpers/db';
 
@@ -48,10 +49,11 @@ describe('runLocal', async () => {
 
   it('passes every invariant check and exits 0', () => {
     expect(result.checks.filter((c) => !c.ok)).toEqual([]);
-    expect(result.checks.length).toBe(12);
+    expect(result.checks.length).toBe(14);
     expect(result.exitCode).toBe(0);
     expect(result.interrupted).toBe(false);
-    expect(output).toContain('All 12 checks passed');
+    expect(output).toContain('All 14 checks passed');
+    expect(result.checks.map((c) => c.name)).toContain('every obligation event published exactly once');
   });
 
   it('writes the report, charting what the functions emitted, and prints its path', () => {
@@ -92,10 +94,26 @@ describe('runLocal', async () => {
     expect(total('ignored')).toBeGreaterThan(0);
     expect(total('reaped')).toBeGreaterThan(0);
     expect(result.consumers.map((c) => c.consumer)).toEqual(CONSUMERS);
+    // The relay: refusals retried and both kinds of relay crash taken over.
+    expect(output).toMatch(/Outbox relay: .* [1-9][\d,]* events? published, .*crashes before-publish \(\d+ rows?\), after-ack \(\d+ rows?\)/);
   });
 
   it('refuses a database that already holds rows', async () => {
     await expect(runLocal(SMALL, { databaseUrl: db.url, out: { write: () => {} } })).rejects.toBeInstanceOf(DatabaseNotEmptyError);
+  });
+
+  it('fails the outbox checks, naming the case, when a topic lacks an obligation’s event or the outbox is not drained', async () => {
+    await db.sql`update integration.outbox set published_at = null where outbox_seq = (select min(outbox_seq) from integration.outbox)`;
+    const stats = { invocations: 1, published: 0, refused: 0, crashes: [], crashesNotSimulated: 0 };
+
+    const checks = await relayChecks(db.sql, new SimulatedTopics({ seed: 1, refuseRate: 0 }), stats);
+
+    expect(checks.map((c) => [c.name, c.ok])).toEqual([
+      ['every obligation event published exactly once', false],
+      ['outbox drained', false],
+    ]);
+    expect(checks[0]!.detail).toMatch(/^case_\S+: event \S+ never published/);
+    expect(checks[1]!.detail).toMatch(/^1 rows unpublished/);
   });
 
   it('fails the checks, naming them, when the database breaks the invariants', async () => {
@@ -181,7 +199,7 @@ describe('npm start as a child process', () => {
         timeout: 55_000,
       });
       expect(stdout).toMatch(/case-projection\s+\d+/);
-      expect(stdout).toContain('All 12 checks passed');
+      expect(stdout).toContain('All 14 checks passed');
     } finally {
       await db.drop();
     }

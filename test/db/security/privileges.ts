@@ -12,7 +12,7 @@
  */
 import { DatabaseRoles, type DatabaseRole } from '../../../functions/lib/database-roles';
 
-const { ingest, ingestInline, worker, reaper, ops } = DatabaseRoles;
+const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
 
 /** A privilege on some columns only (UPDATE of the status machine's columns, say), or on all (`true`). */
 export type Columns = true | readonly string[];
@@ -81,11 +81,30 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   'integration.consumer_replay_audit': {
     [ops]: { select: true },
   },
+  // The outbox (migration 0081): handlers emit into it (worker; an inline consumer's ingest);
+  // the relay claims, publishes and purges. Its lanes are written by its trigger (owner) and the relay.
+  'integration.outbox': {
+    [ingestInline]: { insert: true, select: ['event_id'] },
+    [worker]: { insert: true, select: ['event_id'] },
+    [relay]: {
+      select: true,
+      delete: true,
+      update: ['claimed_by', 'claimed_at', 'attempt_count', 'next_attempt_at', 'last_error_code', 'last_error_message', 'published_at'],
+    },
+  },
+  'integration.outbox_lane': {
+    [relay]: { select: true, delete: true, update: ['due_at', 'locked_by', 'locked_at', 'lease_expires_at', 'updated_at'] },
+  },
+  // The case consumers' audit (migration 0080), written by their handlers in the worker.
+  'case_core.case_audit': {
+    [worker]: { insert: true },
+  },
   'read_model.case_summary': {
     [worker]: { select: true, insert: true, update: true },
   },
   'case_core.sla_obligation': {
-    [worker]: { insert: true },
+    // SELECT of what its insert RETURNs: did it open the obligation (audit and outbox follow)?
+    [worker]: { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
   },
   'public.notification_jobs': {
     [ingestInline]: { insert: true },
@@ -96,7 +115,11 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
 };
 
 /** Sequences (identity and serial columns), schema-qualified: the roles with USAGE (nextval). */
-export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('USAGE' | 'SELECT' | 'UPDATE')[]>>> = {};
+export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('USAGE' | 'SELECT' | 'UPDATE')[]>>> = {
+  // Identity columns' sequences: an INSERT takes the next value without a grant on them.
+  'case_core.case_audit_audit_id_seq': {},
+  'integration.outbox_outbox_seq_seq': {},
+};
 
 /** Functions and procedures, as regprocedure text (`schema.name(argtypes)`): the roles that may EXECUTE them. */
 export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
@@ -106,11 +129,13 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.consumer_inbox_lane_of_queued_row()': [],
   'integration.consumer_inbox_lane_hold_ends()': [],
   'integration.consumer_inbox_truncate_lanes()': [],
+  // The outbox's lane trigger (0081), likewise.
+  'integration.outbox_mark_lanes()': [],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
 export const SCHEMAS: Record<string, readonly DatabaseRole[]> = {
-  integration: [ingest, ingestInline, worker, reaper, ops],
+  integration: [ingest, ingestInline, worker, reaper, ops, relay],
   read_model: [worker],
   case_core: [worker],
   public: [ingestInline, worker],

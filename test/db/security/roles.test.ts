@@ -15,7 +15,7 @@ import { reap } from '../reaper/support';
 import { work } from '../worker/support';
 
 const db = await useTestDatabase();
-const { ingest, ingestInline, worker, reaper, ops } = DatabaseRoles;
+const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
 
 beforeEach(async () => {
   await db.sql`
@@ -182,6 +182,15 @@ const REFUSED: Record<DatabaseRole, [what: string, statement: string][]> = {
     ['write the projection', "update read_model.case_summary set case_status = 'X'"],
     ['read notification jobs', 'select payload from public.notification_jobs'],
     ['read the migration history', 'select * from public.inbox_schema_migrations'],
+    ['create a table', 'create table integration.sneaky (id int)'],
+  ],
+  [relay]: [
+    ['read stored events (payloads)', 'select payload from integration.consumer_inbox'],
+    ['change an inbox row', "update integration.consumer_inbox set status = 'PROCESSED'"],
+    ['emit an event', "insert into integration.outbox (event_id, consumer_name, source_event_id, ordinal, topic_name, event_type, event_version, aggregate_type, aggregate_id, producer, payload) values (gen_random_uuid(), 'c', 'e', 0, 't', 'x', 1, 'a', 'a', 'p', '{}')"],
+    ['rewrite an emitted payload', "update integration.outbox set payload = '{}'"],
+    ['write the case audit', "insert into case_core.case_audit (case_id, consumer_name, source_event_id, change) values ('c', 'c', 'e', 'X')"],
+    ['write the projection', INSERT_CASE_SUMMARY],
     ['create a table', 'create table integration.sneaky (id int)'],
   ],
 };

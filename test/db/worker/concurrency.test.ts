@@ -295,9 +295,9 @@ describe('fencing on the lease owner', () => {
         'regulatory.case.accepted.v1': {
           1: {
             ...acceptedHandler,
-            async handle(tx, event) {
+            async handle(tx, event, context) {
               await tx`select pg_sleep(1)`;
-              await acceptedHandler.handle(tx, event);
+              await acceptedHandler.handle(tx, event, context);
             },
           },
         },

@@ -1,0 +1,59 @@
+/**
+ * The HandlerContext a handler gets with its transaction (types.ts): audit and emit, bound
+ * to the consumer and to that very transaction or savepoint, so what they write commits
+ * with the handler's side effects and the row's status, and a rolled-back attempt (its
+ * savepoint, on the worker's fast or slow path, or inline) takes it all back.
+ *
+ * A context serves one attempt: the fast path's and the slow path's calls of the same row
+ * each get their own, so ordinals count from 0 on every attempt and a retried row derives
+ * the same event ids again.
+ */
+import type { TransactionSql } from '../lib/db';
+import { ErrorCodes, NonRetryableError } from '../lib/errors';
+import { outboxEventId } from '../outbox/event-id';
+import { insertOutbox, type OutboxInsert } from '../outbox/insert-outbox';
+import type { ConsumerDeclaration, HandlerContext } from './types';
+
+export function handlerContext(consumer: ConsumerDeclaration, tx: TransactionSql): HandlerContext {
+  // Per (source event, emitted type): the next ordinal.
+  const ordinals = new Map<string, number>();
+  return {
+    async audit(entries) {
+      if (entries.length === 0) return;
+      if (consumer.audit === undefined) {
+        throw new NonRetryableError(ErrorCodes.AUDIT_NOT_DECLARED, `consumer ${consumer.name} declares no audit trail`);
+      }
+      await consumer.audit(tx, consumer.name, entries);
+    },
+    async emit(events) {
+      const rows = events.map((e): OutboxInsert => {
+        const declared = consumer.emits?.[e.eventType];
+        if (declared === undefined) {
+          throw new NonRetryableError(
+            ErrorCodes.OUTBOX_EVENT_UNDECLARED,
+            `consumer ${consumer.name} does not declare ${e.eventType} in emits`,
+            { detail: { eventType: e.eventType } },
+          );
+        }
+        const key = JSON.stringify([e.source.eventId, e.eventType]);
+        const ordinal = ordinals.get(key) ?? 0;
+        ordinals.set(key, ordinal + 1);
+        return {
+          eventId: outboxEventId(consumer.name, e.source.eventId, e.eventType, ordinal),
+          consumerName: consumer.name,
+          sourceEventId: e.source.eventId,
+          ordinal,
+          topic: declared.topic,
+          eventType: e.eventType,
+          eventVersion: declared.eventVersion,
+          aggregateType: declared.aggregateType,
+          aggregateId: e.aggregateId,
+          producer: consumer.name,
+          correlationId: e.source.correlationId,
+          payload: e.payload,
+        };
+      });
+      await insertOutbox(tx, rows);
+    },
+  };
+}

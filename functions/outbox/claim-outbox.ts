@@ -1,0 +1,173 @@
+/**
+ * Claim unpublished outbox rows for one relay invocation, per aggregate and in order.
+ *
+ * The shape is the worker's claim (functions/inbox/claim-due.ts), for the same reasons:
+ *
+ * - Lanes, not rows. integration.outbox_lane holds one row per aggregate with unpublished
+ *   events (migration 0081). A claim takes due lanes with FOR UPDATE SKIP LOCKED, reads each
+ *   lane's first unpublished rows in outbox_seq order, and takes the run of due rows at its
+ *   start. A lane held by a relay is not claimable until its lease expires, so an
+ *   aggregate's events are published by one relay at a time, in order: two relays never
+ *   interleave (or reorder) one aggregate's events. A lane whose lease expired (its relay
+ *   crashed or was killed) is taken over by the next claim; no reaper is needed.
+ *
+ * - Locked by the row version the statement's snapshot saw: a lane an emitter marked since
+ *   (its trigger rewrote the lane) fails the ctid re-check and is skipped, never judged
+ *   empty on the strength of a snapshot that cannot see the new rows.
+ *
+ * - Head of line. Only the head (first unpublished row) of a lane can be backing off, after
+ *   the broker refused it; a lane whose head is not due is not claimed and its due_at is
+ *   set to the head's next attempt. Rows behind a refused head wait behind it.
+ *
+ * - One statement, its own transaction: the locks it takes are held only while it runs.
+ *   What a claim owns afterwards is recorded in the rows (claimed_by) and the lane
+ *   (locked_by, lease_expires_at), and every later change is fenced on that owner.
+ */
+import type { Queryable } from '../lib/db';
+import type { OutboxRow } from './types';
+
+export interface ClaimedOutboxLane {
+  aggregateType: string;
+  aggregateId: string;
+  /** The run, in publishing order. */
+  rows: OutboxRow[];
+  /** The claim saw an unpublished row after the run (the lane has more to publish). */
+  more: boolean;
+}
+
+export interface OutboxClaim {
+  rows: OutboxRow[];
+  lanes: ClaimedOutboxLane[];
+  /** Lanes looked at but not claimed because their head is backing off (their due time was corrected). */
+  deferredLanes: number;
+}
+
+export interface OutboxClaimOptions {
+  owner: string;
+  /** Rows per claim. */
+  limit: number;
+  /** Rows of one aggregate per claim; never more than limit. */
+  runLimit: number;
+  /** The lanes' lease; the caller caps it at the invocation's remaining time. */
+  leaseSeconds: number;
+}
+
+type ClaimRecord = OutboxRow & { lane_no: number; pos: number; more: boolean; deferred_lanes: number };
+
+export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Promise<OutboxClaim> {
+  const { owner, limit } = options;
+  const runLimit = Math.max(1, Math.min(options.runLimit, limit));
+  const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
+  const records = await q<ClaimRecord[]>`
+    with lanes as materialized (
+      select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id,
+             row_number() over (order by coalesce(l.due_at, l.lease_expires_at), l.aggregate_type, l.aggregate_id) as lane_no
+      from (
+        select l.ctid, l.aggregate_type, l.aggregate_id, l.due_at, l.lease_expires_at
+        from integration.outbox_lane l
+        where l.ctid = any(array(
+            (select c.ctid from integration.outbox_lane c
+             where c.locked_by is null and c.due_at <= now()
+             order by c.due_at
+             limit ${limit})
+            union all
+            -- Held by a relay whose lease ran out: it is gone (leases end with invocations).
+            (select c.ctid from integration.outbox_lane c
+             where c.locked_by is not null and c.lease_expires_at <= now()
+             order by c.lease_expires_at
+             limit ${limit})))
+        for update of l skip locked
+      ) l
+    ),
+    -- Each lane's first unpublished rows: one more than a run, to see whether more follow.
+    window_rows as materialized (
+      select g.lane_no, o.outbox_seq,
+             row_number() over (partition by g.lane_no order by o.outbox_seq) as pos,
+             o.next_attempt_at is null or o.next_attempt_at <= now() as due,
+             coalesce(o.next_attempt_at, now()) as due_at
+      from lanes g
+      cross join lateral (
+        select o.outbox_seq, o.next_attempt_at
+        from integration.outbox o
+        where o.aggregate_type = g.aggregate_type
+          and o.aggregate_id = g.aggregate_id
+          and o.published_at is null
+        order by o.outbox_seq
+        limit ${runLimit + 1}
+      ) o
+    ),
+    lane_view as materialized (
+      select w.lane_no,
+             coalesce(min(w.pos) filter (where not w.due), count(*) + 1) - 1 as clear_rows,
+             min(w.due_at) filter (where w.pos = 1) as head_due_at
+      from window_rows w
+      group by w.lane_no
+    ),
+    taken as materialized (
+      select r.outbox_seq, r.lane_no, r.pos
+      from (
+        select w.outbox_seq, w.lane_no, w.pos, row_number() over (order by w.lane_no, w.pos) as n
+        from window_rows w
+        join lane_view v on v.lane_no = w.lane_no
+        where w.pos <= least(v.clear_rows, ${runLimit})
+      ) r
+      where r.n <= ${limit}
+    ),
+    claimed as (
+      update integration.outbox o
+      set claimed_by = ${owner}, claimed_at = now()
+      where o.outbox_seq = any(array(select t.outbox_seq from taken t))
+        and o.published_at is null
+      returning o.outbox_seq, o.event_id::text, o.consumer_name, o.source_event_id, o.ordinal, o.topic_name,
+                o.event_type, o.event_version, o.aggregate_type, o.aggregate_id, o.producer, o.correlation_id,
+                o.occurred_at, o.payload, o.attempt_count
+    ),
+    locked as (
+      update integration.outbox_lane l
+      set locked_by = ${owner}, locked_at = now(), lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
+          due_at = null, updated_at = now()
+      where l.ctid = any(array(select g.lane_ctid from lanes g where g.lane_no in (select t.lane_no from taken t)))
+    ),
+    -- Head backing off: not claimed; look again when it is due (a lane taken over from a
+    -- dead relay is let go too).
+    corrected as (
+      update integration.outbox_lane l
+      set due_at = v.head_due_at, locked_by = null, locked_at = null, lease_expires_at = null, updated_at = now()
+      from lanes g join lane_view v on v.lane_no = g.lane_no
+      where l.ctid = g.lane_ctid and v.clear_rows = 0
+      returning 1
+    ),
+    -- Nothing unpublished left.
+    emptied as (
+      delete from integration.outbox_lane l
+      where l.ctid = any(array(
+          select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no)))
+    )
+    -- One row even when nothing was claimed, to carry the corrected lanes' count.
+    select x.*, d.deferred_lanes
+    from (select count(*)::int as deferred_lanes from corrected) d
+    left join lateral (
+      select c.*, t.lane_no, t.pos,
+             exists (select 1 from window_rows nx
+                     where nx.lane_no = t.lane_no
+                       and nx.pos = (select max(t2.pos) from taken t2 where t2.lane_no = t.lane_no) + 1) as more
+      from claimed c
+      join taken t on t.outbox_seq = c.outbox_seq
+    ) x on true
+    order by x.lane_no, x.pos`;
+
+  const lanes: ClaimedOutboxLane[] = [];
+  const rows: OutboxRow[] = [];
+  let currentNo = -1;
+  for (const { lane_no: laneNo, pos: _pos, more, deferred_lanes: _deferred, ...row } of records) {
+    if (row.outbox_seq === null) continue; // the count-only row of an empty claim
+    if (laneNo !== currentNo) {
+      lanes.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [], more });
+      currentNo = laneNo;
+    }
+    lanes[lanes.length - 1]!.rows.push(row);
+    rows.push(row);
+  }
+  const deferredLanes = records[0]?.deferred_lanes ?? 0;
+  return { rows, lanes, deferredLanes };
+}

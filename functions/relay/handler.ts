@@ -1,0 +1,38 @@
+/**
+ * The outbox relay Lambda, fired every minute by EventBridge Scheduler: publishes the
+ * outbox's unpublished events to Kafka (MSK, IAM auth) in order per aggregate, draining in
+ * a loop within the invocation, then publishes the outbox gauges and applies retention.
+ * Serves every consumer declaration, so it has no CONSUMER_NAME. The work is in
+ * ./run-relay.ts.
+ */
+import type { Context } from 'aws-lambda';
+import { CONSUMERS } from '../consumers/index';
+import { loadConfig, requireKafka } from '../lib/config';
+import { getSql } from '../lib/db';
+import { createObservability } from '../lib/observability';
+import { createMskProducer } from './kafka-producer';
+import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
+
+const config = loadConfig();
+const { logger, metrics } = createObservability(config, 'relay');
+// One producer per container, connected on first use: its idempotent producer id lives as
+// long as the container does.
+const producer = createMskProducer(requireKafka(config), logger);
+
+export async function handler(_event: unknown, context: Context): Promise<Omit<RelayResult, 'gauges'>> {
+  logger.addContext(context);
+  const sql = await getSql(config.database);
+  const { gauges: _gauges, ...result } = await runRelay({
+    sql,
+    producer,
+    consumers: CONSUMERS,
+    config,
+    logger,
+    metrics,
+    // The suffix keeps the owner unique when Lambda retries an invocation under the same request id.
+    owner: newRelayOwnerId(`relay:${context.awsRequestId}`),
+    remainingMs: () => context.getRemainingTimeInMillis(),
+  });
+  logger.info('relay_finished', { ...result });
+  return result;
+}
