@@ -408,8 +408,10 @@ export function createIngest(deps: IngestDependencies) {
       }
     }
     // New rows the worker must process: all of a deferred consumer's; an inline consumer's
-    // that the ingest transaction left RECEIVED (behind their aggregate, or its deferred rung).
-    const forWorker = report.inserted - (report.processed + report.ignored + report.retried + report.quarantined);
+    // that the ingest transaction did not finish: left RECEIVED (behind their aggregate, or
+    // by its deferred rung) or RETRY_PENDING (a woken worker stays awake past the backoff
+    // of a first retry and takes it when due, instead of the next tick).
+    const forWorker = report.inserted - (report.processed + report.ignored + report.quarantined);
     if (deps.wakeUp !== undefined && failure === undefined && forWorker > 0) {
       report.wakeUp = await wakeWorker(deps.wakeUp, context.awsRequestId);
     }

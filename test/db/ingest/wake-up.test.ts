@@ -9,7 +9,11 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { getConsumer } from '../../../functions/consumers';
+import { notificationService } from '../../../functions/consumers/notification-service';
+import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { RetryableError } from '../../../functions/lib/errors';
 import { createIngest } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import { MetricNames } from '../../../functions/lib/metric-names';
@@ -33,11 +37,11 @@ beforeEach(async () => {
 let requests = 0;
 
 /** An ingest with a wake-up target, as the handler builds it; its metrics readable afterwards. */
-function ingestWithWakeUp(consumerName = 'case-projection') {
+function ingestWithWakeUp(consumerName: string | ConsumerDeclaration = 'case-projection') {
   const metrics = new Metrics({ namespace: 'IngestTest', serviceName: 'ingest-test' });
   const ingest = createIngest({
     sql: db.as(ingestRole(consumerName)),
-    consumer: getConsumer(consumerName),
+    consumer: typeof consumerName === 'string' ? getConsumer(consumerName) : consumerName,
     config: { maxPayloadBytes: 256 * 1024 },
     logger: new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
     metrics,
@@ -209,6 +213,30 @@ describe('an inline consumer wakes its worker', () => {
     expect(behind).toMatchObject({ inserted: 2, processed: 1, wakeUp: 'sent' });
     expect(invocations().map((i) => i.Payload)).toEqual([
       { source: 'wake-up', consumerName: 'notification-service', slot: 1, invitation: 'wake-up:req-inline-behind' },
+    ]);
+  });
+
+  it('for a row its handler left RETRY_PENDING: the woken worker is awake when the retry comes due', async () => {
+    const flaky: ConsumerDeclaration = {
+      ...notificationService,
+      handlers: {
+        'payment.completed': {
+          1: defineHandler({
+            payload: z.record(z.string(), z.unknown()),
+            async handle() {
+              throw new RetryableError('SMTP_DOWN', 'mail relay unavailable');
+            },
+          }),
+        },
+      },
+    };
+    const { ingest } = ingestWithWakeUp(flaky);
+
+    const report = await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted() })]), 'req-inline-retry');
+
+    expect(report).toMatchObject({ inserted: 1, processed: 0, retried: 1, wakeUp: 'sent' });
+    expect(invocations().map((i) => i.Payload)).toEqual([
+      { source: 'wake-up', consumerName: 'notification-service', slot: 1, invitation: 'wake-up:req-inline-retry' },
     ]);
   });
 });
