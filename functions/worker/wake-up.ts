@@ -66,7 +66,8 @@ export interface WorkerTarget {
 export function wakeUpClient(): LambdaClient {
   return new LambdaClient({
     maxAttempts: 1,
-    requestHandler: { connectionTimeout: WAKE_UP_CONNECT_TIMEOUT_MS, requestTimeout: WAKE_UP_TIMEOUT_MS },
+    // Without throwOnRequestTimeout the SDK only warns when the timeout passes, and waits on.
+    requestHandler: { connectionTimeout: WAKE_UP_CONNECT_TIMEOUT_MS, requestTimeout: WAKE_UP_TIMEOUT_MS, throwOnRequestTimeout: true },
   });
 }
 
