@@ -13,6 +13,7 @@
  * lock is shared by everyone who reserves.
  */
 import type { Queryable } from '../lib/db';
+import { dueLanes } from './count-due-lanes';
 
 export interface SlotRef {
   consumerName: string;
@@ -141,11 +142,7 @@ export async function leaveSlot(
   const handOver = slot.mode === 'hand-over' && slot.invitation !== undefined;
   const [row] = await q<{ held: boolean; changed: string | null | undefined; changed_rows: number }[]>`
     with due as materialized (
-      select exists (
-        select 1 from integration.consumer_lane l
-        where l.consumer_name = ${slot.consumerName}
-          and l.due_at <= now() and l.locked_by is null and l.held_by is null
-      ) as any_due
+      select exists (${dueLanes(q, slot.consumerName)}) as any_due
     ),
     changed as (
       update integration.consumer_worker_slot s

@@ -8,6 +8,7 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
+import { countDueLanes, countDueLanesStatement } from '../../../functions/inbox/count-due-lanes';
 import { leaveSlot } from '../../../functions/inbox/worker-slot';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import type { Config } from '../../../functions/lib/config';
@@ -277,3 +278,37 @@ describe('hand-over', () => {
     expect((await slots())[0]).toEqual({ slot_no: 1, held_by: null });
   });
 });
+
+describe('the backlog count fan-out reads', () => {
+  it('reads the due-lane index up to its cap, whatever the backlog and however stale the statistics', async () => {
+    // Statistics taken while nothing is due, as on a healthy inbox; then a backlog arrives.
+    await db.sql`analyze integration.consumer_lane`;
+    await insertInboxRows(db.sql, accepted(3_000));
+    const worker = db.as(DatabaseRoles.worker);
+
+    const [row] = await worker<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`
+      explain (analyze, buffers, format json) ${countDueLanesStatement(worker, CONSUMER, 100)}`;
+    const plan = row!['QUERY PLAN'][0].Plan;
+    const scans = nodesOf(plan).filter((n) => n['Node Type'].includes('Scan'));
+
+    expect(await countDueLanes(worker, CONSUMER, 100)).toBe(100);
+    expect(await countDueLanes(worker, CONSUMER, 5_000)).toBe(3_000);
+    expect(scans.map((n) => n['Index Name'])).toEqual(['consumer_lane_due_idx']);
+    expect(scans[0]!['Actual Rows']).toBe(100);
+    // An index range of 100 entries and their heap rows: a few dozen buffers, not the backlog's.
+    expect(plan['Shared Hit Blocks'] + plan['Shared Read Blocks']).toBeLessThan(60);
+  });
+});
+
+interface PlanNode {
+  'Node Type': string;
+  'Actual Rows': number;
+  'Shared Hit Blocks': number;
+  'Shared Read Blocks': number;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+function nodesOf(plan: PlanNode): PlanNode[] {
+  return [plan, ...(plan.Plans ?? []).flatMap(nodesOf)];
+}
