@@ -1,6 +1,6 @@
 /**
- * The ingest's wake-up gate (migration 0060): after storing rows for a deferred consumer,
- * should this batch invoke the consumer's worker?
+ * The ingest's wake-up gate (migration 0060): after storing rows its consumer's worker must
+ * process, should this batch invoke that worker?
  *
  * Only if no slot of the consumer is held: a held slot is a worker draining (it claims the
  * rows just stored before it stops: it leaves its slot only when nothing is due) or one

@@ -57,8 +57,6 @@ export interface AwakeOptions {
 export interface BatchStats {
   /** The claim took as many rows as it may: more are probably due. */
   full: boolean;
-  lanes: number;
-  rows: number;
   /** Lanes claimed and milliseconds spent claiming and processing, since the invocation began. */
   totalLanes: number;
   busyMs: number;
@@ -263,7 +261,7 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
         reported[key] = result[key];
       }
       busyMs += performance.now() - claimStarted;
-      await awake?.afterBatch?.({ full: claim.rows.length >= batchSize, lanes: claim.lanes.length, rows: claim.rows.length, totalLanes, busyMs });
+      await awake?.afterBatch?.({ full: claim.rows.length >= batchSize, totalLanes, busyMs });
       // A batch that failed as a whole for a reason worth retrying (the database, not a row)
       // will not clear up within this invocation.
       if (failed) {
