@@ -136,7 +136,8 @@ export class SimulatedLambda {
     }
     const functionName = decodeURIComponent(name);
     if (!this.functions.has(functionName)) return reply(404, 'ResourceNotFoundException', `Function not found: ${functionName}`);
-    if (!this.invokeAsync(functionName, payload)) return reply(503, 'ServiceException', 'the simulated service is stopping');
+    // Accepted, as Lambda would; once the run is stopping it is simply never started.
+    this.invokeAsync(functionName, payload);
     return reply(202);
   }
 

@@ -105,9 +105,10 @@ export interface LocalRunResult {
 }
 
 /**
- * One scheduled invocation's budget, as the worker and reaper see it. The worker drains
- * until nothing is due, so the budget only bounds a long drain; it must leave room for the
- * safety margin and for leases long enough to outlast a batch on a busy machine.
+ * One invocation's budget, as the worker and reaper see it (the worker function's timeout;
+ * 120 s in AWS). A worker stays awake until nothing has been due for its idle interval, so
+ * under steady load it runs out its budget and hands over; the budget must leave room for
+ * the safety margin and for leases long enough to outlast a batch on a busy machine.
  */
 const INVOCATION_MS = 30_000;
 const OBSERVE_MS = 200;
