@@ -103,9 +103,11 @@ export const HELP = `npm start [-- options]
 
 Runs the whole system on this machine: an embedded PostgreSQL (unless DATABASE_URL is set),
 the migrations, a simulated MSK event-source mapping feeding generated events to the real
-ingest functions of case-projection, case-sla and notification-service, and the real worker
-and reaper on an accelerated schedule. Ends with a summary per consumer, invariant checks and
-an HTML report of the run (charts of the dashboard's metrics over its time).
+ingest functions of case-projection, case-sla and notification-service, the real worker on a
+simulated Lambda service (woken by ingest, fanning out, and invoked by an accelerated
+schedule) and the real reaper. Ends with a summary per consumer (counts, received → processed
+latency, how the workers were invoked), invariant checks and an HTML report of the run
+(charts of the dashboard's metrics over its time).
 
 Exit status: 0 all checks passed; 1 a check failed or the run did not settle in time; 2 bad
 options; 130 interrupted (Ctrl-C: the summary of what ran so far is printed, the embedded
