@@ -15,6 +15,7 @@ import type { Config } from '../../../functions/lib/config';
 import { createWorkerInvocation, type InvocationDependencies, type InvocationResult } from '../../../functions/worker/invocation';
 import type { InvitedEvent } from '../../../functions/worker/wake-up';
 import { useTestDatabase } from '../../helpers/db';
+import { nodes, type PlanNode } from '../../helpers/plans';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';
 import { quietObservability, variant } from './support';
 
@@ -289,26 +290,13 @@ describe('the backlog count fan-out reads', () => {
     const [row] = await worker<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`
       explain (analyze, buffers, format json) ${countDueLanesStatement(worker, CONSUMER, 100)}`;
     const plan = row!['QUERY PLAN'][0].Plan;
-    const scans = nodesOf(plan).filter((n) => n['Node Type'].includes('Scan'));
+    const scans = nodes(plan).filter((n) => n['Node Type'].includes('Scan'));
 
     expect(await countDueLanes(worker, CONSUMER, 100)).toBe(100);
     expect(await countDueLanes(worker, CONSUMER, 5_000)).toBe(3_000);
     expect(scans.map((n) => n['Index Name'])).toEqual(['consumer_lane_due_idx']);
     expect(scans[0]!['Actual Rows']).toBe(100);
     // An index range of 100 entries and their heap rows: a few dozen buffers, not the backlog's.
-    expect(plan['Shared Hit Blocks'] + plan['Shared Read Blocks']).toBeLessThan(60);
+    expect(plan['Shared Hit Blocks']! + plan['Shared Read Blocks']!).toBeLessThan(60);
   });
 });
-
-interface PlanNode {
-  'Node Type': string;
-  'Actual Rows': number;
-  'Shared Hit Blocks': number;
-  'Shared Read Blocks': number;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
-
-function nodesOf(plan: PlanNode): PlanNode[] {
-  return [plan, ...(plan.Plans ?? []).flatMap(nodesOf)];
-}
