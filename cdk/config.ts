@@ -53,6 +53,21 @@ const consumerSettings = z.object({
   workerMemoryMb: int(128, 10_240).default(512),
   workerTimeoutSeconds: int(10, 900).default(120),
   workerBatchSize: int(1, 10_000).default(100),
+  /**
+   * Workers of this consumer awake at once, at most (its slots, docs/worker.md "Wake-ups"):
+   * the schedule's, the one its ingest wakes, and those they fan out to.
+   */
+  workerMaxConcurrency: int(1, 100).default(4),
+  /**
+   * The worker function's reserved concurrency: workerMaxConcurrency + 1 by default (the
+   * one more is a scheduled or late invocation that finds every slot held and returns).
+   * false: none reserved (an account whose unreserved concurrency cannot spare it).
+   */
+  workerReservedConcurrency: z.union([z.literal(false), int(1, 1_000)]).optional(),
+  /** An awake worker keeps looking for new rows this long after the last it found (0: it stops at once). */
+  workerIdleSeconds: int(0, 300).default(10),
+  /** The ingest function wakes the worker, and workers fan out and hand over; false: the schedule alone. */
+  wakeUps: z.boolean().default(true),
 });
 
 const consumerOverride = consumerSettings.partial().extend({
@@ -171,6 +186,15 @@ const stageSchema = z
         outboxUnpublishedAgeSeconds: int(60, 7 * 86_400).default(300),
         /** Consumers with a schema registry: SchemaRegistryErrorCount of their mappings. */
         schemaRegistryErrors: int(0, 1_000_000).default(0),
+        /**
+         * ProcessingLatency (received → processed) percentiles, milliseconds: p50 above this
+         * means wake-ups are not working (the schedule alone gives ~30 s); p99 above this, the
+         * worker does not keep up or retries pile up.
+         */
+        processingLatencyP50Ms: int(100, 3_600_000).default(5_000),
+        processingLatencyP99Ms: int(100, 3_600_000).default(30_000),
+        /** Latency alarms look only at periods with at least this many processed rows: one slow retry is not a tail. */
+        latencyMinSamples: int(1, 1_000_000).default(50),
         /** Consecutive 5-minute periods in breach before an alarm fires. */
         evaluationPeriods: int(1, 100).default(1),
       })
@@ -270,6 +294,10 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     }
     if (merged.workerTimeoutSeconds <= rest.worker.safetyMarginSeconds) {
       problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
+    }
+    // Fan-out would invoke workers that Lambda throttles: the slots and the concurrency disagree.
+    if (merged.workerReservedConcurrency !== undefined && merged.workerReservedConcurrency !== false && merged.workerReservedConcurrency < merged.workerMaxConcurrency) {
+      problems.push(`${path}: workerReservedConcurrency must be at least workerMaxConcurrency (${merged.workerMaxConcurrency}), or false`);
     }
     const consumerGroupIds = groupIds(consumerGroupId ?? declaration.name, topics);
     for (const [topic, group] of Object.entries(consumerGroupIds)) {

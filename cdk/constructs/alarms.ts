@@ -20,6 +20,7 @@ export const RUNBOOK = {
   esmFailedRecords: 'ESM failed records',
   schemaRegistryErrors: 'Schema registry errors',
   outboxUnpublishedAge: 'Outbox unpublished age',
+  processingLatency: 'Processing latency',
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
@@ -89,6 +90,20 @@ export class InboxAlarms extends Construct {
         `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s.`,
       );
       add(`${key}OffsetLag`, m.offsetLag(c), t.offsetLag, 'offsetLag', `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`);
+      add(
+        `${key}LatencyP50`,
+        m.latency(c.name, 'p50', t.latencyMinSamples),
+        t.processingLatencyP50Ms,
+        'processingLatency',
+        `${c.name}: half the events took more than ${t.processingLatencyP50Ms} ms from received to processed (wake-ups not working?).`,
+      );
+      add(
+        `${key}LatencyP99`,
+        m.latency(c.name, 'p99', t.latencyMinSamples),
+        t.processingLatencyP99Ms,
+        'processingLatency',
+        `${c.name}: 1 % of the events took more than ${t.processingLatencyP99Ms} ms from received to processed.`,
+      );
       add(
         `${key}EsmFailedRecords`,
         m.esmFailedRecords(c),

@@ -1,9 +1,11 @@
 /**
  * One consumer's worker: drains its due rows, invoked every minute by EventBridge
- * Scheduler. Inline consumers get one too: rows their ingest left RETRY_PENDING are
- * processed here.
+ * Scheduler (the safety net), by its ingest function when rows arrive and nobody is awake,
+ * and by itself to fan out and hand over (docs/worker.md, "Wake-ups"). Inline consumers get
+ * one too: rows their ingest left RECEIVED or RETRY_PENDING are processed here.
  */
 import { Duration } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import type { ConsumerStageConfig, StageConfig } from '../config';
@@ -18,6 +20,19 @@ export interface ConsumerWorkerProps {
   schedules: Schedules;
 }
 
+/** The worker function's reserved concurrency: its slots, plus one for an invocation that finds them all held. */
+export function reservedConcurrencyOf(consumer: ConsumerStageConfig): number | undefined {
+  if (consumer.workerReservedConcurrency === false) return undefined;
+  return consumer.workerReservedConcurrency ?? consumer.workerMaxConcurrency + 1;
+}
+
+/**
+ * A wake-up that Lambda could not deliver at once is worth nothing a minute later (the
+ * schedule has run the worker by then), and one that failed is not retried: the next
+ * ingest batch or tick wakes a worker anyway. 60 s is the shortest age Lambda allows.
+ */
+export const WAKE_UP_MAX_EVENT_AGE = Duration.seconds(60);
+
 export class ConsumerWorker extends Construct {
   readonly function: InboxFunction;
   readonly schedule: scheduler.Schedule;
@@ -25,6 +40,7 @@ export class ConsumerWorker extends Construct {
   constructor(scope: Construct, id: string, props: ConsumerWorkerProps) {
     super(scope, id);
     const { consumer, worker } = props;
+    const reserved = reservedConcurrencyOf(consumer);
     // The stage config guarantees timeout + safety margin < lease: a live worker's rows
     // are never released by the reaper while it still runs.
     this.function = new InboxFunction(this, 'Function', {
@@ -34,6 +50,7 @@ export class ConsumerWorker extends Construct {
       memorySize: consumer.workerMemoryMb,
       timeout: Duration.seconds(consumer.workerTimeoutSeconds),
       database: { role: DatabaseRoles.worker },
+      ...(reserved !== undefined ? { reservedConcurrentExecutions: reserved } : {}),
       environment: {
         CONSUMER_NAME: consumer.name,
         WORKER_BATCH_SIZE: String(consumer.workerBatchSize),
@@ -42,8 +59,35 @@ export class ConsumerWorker extends Construct {
         // invocation ends on time even when a statement hangs (it fails as 57014, retryable).
         DB_STATEMENT_TIMEOUT_MS: String(worker.safetyMarginSeconds * 1000),
         LEASE_SECONDS: String(worker.leaseSeconds),
+        WORKER_MAX_CONCURRENCY: String(consumer.workerMaxConcurrency),
+        WORKER_IDLE_MS: String(consumer.workerIdleSeconds * 1000),
+        WAKE_UPS: String(consumer.wakeUps),
       },
     });
+    // Every asynchronous invocation: the wake-ups, and the schedule's (Scheduler invokes
+    // asynchronously; a missed tick is replaced by the next one).
+    this.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: WAKE_UP_MAX_EVENT_AGE });
+    if (consumer.wakeUps) {
+      // Fan-out and hand-over invoke the function itself, by the name Lambda gives it at run
+      // time (AWS_LAMBDA_FUNCTION_NAME). A policy of its own, not the role's default policy:
+      // the function waits for that one, and a statement naming the function's ARN in it
+      // would make each wait for the other. The function's unqualified ARN only.
+      new iam.Policy(this, 'InvokeItself', {
+        roles: [this.function.role!],
+        statements: [new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] })],
+      });
+    }
     this.schedule = props.schedules.schedule(this, 'Schedule', this.function, Duration.minutes(1), `Drain the ${consumer.name} inbox`);
+  }
+
+  /**
+   * Let an ingest function wake this worker: its name in the ingest's environment
+   * (WORKER_FUNCTION_NAME), and lambda:InvokeFunction on this function's unqualified ARN
+   * only. Not grantInvoke(): it also grants every version and alias (arn:…:*), which
+   * nothing here invokes.
+   */
+  wakeableBy(ingest: InboxFunction): void {
+    ingest.addEnvironment('WORKER_FUNCTION_NAME', this.function.functionName);
+    ingest.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] }));
   }
 }

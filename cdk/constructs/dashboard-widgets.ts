@@ -13,7 +13,7 @@
 import { MetricNames, type MetricName } from '../../functions/lib/metric-names';
 
 /** CloudWatch statistics the widgets use; the report computes the same over its buckets. */
-export type Stat = 'Sum' | 'Maximum' | 'Average' | 'p50' | 'p90' | 'p99';
+export type Stat = 'Sum' | 'Maximum' | 'Average' | 'p50' | 'p95' | 'p99';
 
 /** One of our metrics, for the widget's consumer (dimension ConsumerName). */
 export interface InboxSeries {
@@ -49,7 +49,7 @@ export interface ConsumerWidget {
 /** A metric of every function (dimension FunctionName), published by AWS. */
 export interface FunctionWidget {
   title: string;
-  metric: 'Errors' | 'Throttles' | 'Duration';
+  metric: 'Errors' | 'Throttles' | 'Duration' | 'ConcurrentExecutions';
   stat: Stat;
 }
 
@@ -85,9 +85,16 @@ export const CONSUMER_WIDGETS: readonly ConsumerWidget[] = [
     leftLabel: 'ms',
     left: [
       { metric: MetricNames.ProcessingLatency, stat: 'p50', label: 'latency p50' },
-      { metric: MetricNames.ProcessingLatency, stat: 'p90', label: 'latency p90' },
+      { metric: MetricNames.ProcessingLatency, stat: 'p95', label: 'latency p95' },
       { metric: MetricNames.ProcessingLatency, stat: 'p99', label: 'latency p99' },
     ],
+  },
+  {
+    // Who woke the worker, and how often that failed (the schedule then runs it anyway).
+    id: 'wake-ups',
+    title: 'wake-ups',
+    leftLabel: 'invocations',
+    left: [sum(MetricNames.WakeUpsSent), sum(MetricNames.FanOutsSent), sum(MetricNames.HandOversSent), sum(MetricNames.WakeUpFailures)],
   },
   {
     id: 'backlog',
@@ -135,6 +142,8 @@ export const FUNCTION_WIDGETS: readonly FunctionWidget[] = [
   { title: 'Lambda errors', metric: 'Errors', stat: 'Sum' },
   { title: 'Lambda throttles', metric: 'Throttles', stat: 'Sum' },
   { title: 'Lambda duration p99 (ms)', metric: 'Duration', stat: 'p99' },
+  // The workers fanned out, and how far: at most each worker's reserved concurrency.
+  { title: 'Lambda concurrent executions', metric: 'ConcurrentExecutions', stat: 'Maximum' },
 ];
 
 /** What decides which widgets and series a consumer's row shows. */

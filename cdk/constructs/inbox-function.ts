@@ -65,6 +65,7 @@ export interface InboxFunctionProps {
   environment?: Record<string, string>;
   database: DatabaseAccess;
   commandHooks?: ICommandHooks;
+  reservedConcurrentExecutions?: number;
 }
 
 // ESM output: some dependencies still call require() for Node built-ins.
@@ -108,6 +109,7 @@ export class InboxFunction extends NodejsFunction {
       architecture: lambda.Architecture.ARM_64,
       memorySize: props.memorySize ?? 256,
       timeout: props.timeout,
+      ...(props.reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions } : {}),
       vpc: platform.vpc,
       vpcSubnets: platform.subnets,
       securityGroups: [platform.securityGroup],

@@ -6,7 +6,7 @@
 import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import type * as lambda from 'aws-cdk-lib/aws-lambda';
-import { METRIC_DIMENSION, type MetricName } from '../../functions/lib/metric-names';
+import { METRIC_DIMENSION, MetricNames, type MetricName } from '../../functions/lib/metric-names';
 import { DASHBOARD_PERIOD_MINUTES } from './dashboard-widgets';
 
 export const PERIOD = Duration.minutes(DASHBOARD_PERIOD_MINUTES);
@@ -45,6 +45,23 @@ export class InboxMetrics {
       statistic,
       period: PERIOD,
       label: label ?? name,
+    });
+  }
+
+  /**
+   * A percentile of ProcessingLatency, or 0 for a period with fewer than `minSamples` rows
+   * processed: in a quiet period one row that succeeded after its retries (minutes of
+   * backoff) would be the whole "p99", and page someone for nothing.
+   */
+  latency(consumer: string, percentile: 'p50' | 'p99', minSamples: number): cloudwatch.MathExpression {
+    return new cloudwatch.MathExpression({
+      expression: `IF(samples >= ${minSamples}, latency, 0)`,
+      usingMetrics: {
+        latency: this.metric(consumer, MetricNames.ProcessingLatency, percentile),
+        samples: this.metric(consumer, MetricNames.ProcessingLatency, 'SampleCount'),
+      },
+      period: PERIOD,
+      label: `${consumer} latency ${percentile}`,
     });
   }
 

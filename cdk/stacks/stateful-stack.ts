@@ -59,6 +59,7 @@ export class StatefulStack extends Stack {
     // here. Scheduler: ops pause/resume.
     // STS and Lambda: the MSK event-source mapping's pollers, when the cluster is in this VPC,
     // assume the function's role for IAM auth and invoke the function from its subnets.
+    // Lambda also: the ingest functions wake their workers, and workers fan out (Invoke).
     // Closed endpoints: only the security groups admitted below reach them.
     const services: Record<string, ec2.InterfaceVpcEndpointAwsService> = {
       SecretsManager: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,

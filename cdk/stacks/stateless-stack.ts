@@ -53,6 +53,7 @@ export class InboxConsumer extends Construct {
       worker: props.config.worker,
       schedules: props.schedules,
     });
+    if (props.consumer.wakeUps) this.worker.wakeableBy(this.ingest.function);
   }
 }
 

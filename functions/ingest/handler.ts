@@ -10,12 +10,18 @@ import { getSql } from '../lib/db';
 import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
+import { wakeUpClient, type WorkerTarget } from '../worker/wake-up';
 import { createIngestHandler, failEveryPartition } from './ingest';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 
 const config = loadConfig();
 const consumer = getConsumer(requireConsumerName(config));
 const { logger, metrics } = createObservability(config, 'ingest');
+// The consumer's worker, woken when a batch leaves it rows and nobody is awake to see them.
+const wakeUp: WorkerTarget | undefined =
+  config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
+    ? { lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName }
+    : undefined;
 
 let ingest: ReturnType<typeof createIngestHandler> | undefined;
 
@@ -33,7 +39,7 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
         count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
         return response;
       }
-      ingest = createIngestHandler({ sql, consumer, config, logger, metrics });
+      ingest = createIngestHandler({ sql, consumer, config, logger, metrics, ...(wakeUp ? { wakeUp } : {}) });
     }
     return await ingest(event, context);
   } finally {

@@ -39,11 +39,13 @@ import { deferBehindAggregate } from '../inbox/defer-behind-aggregate';
 import { insertInboxBatchCount, insertInboxBatchLeased, type InboxInsert } from '../inbox/insert-batch';
 import { recordPoison, type PoisonInsert } from '../inbox/record-poison';
 import type { InboxRow, Outcome } from '../inbox/types';
+import { reserveWakeUp } from '../inbox/wake-up-gate';
 import type { Config } from '../lib/config';
 import type { Sql, TransactionSql } from '../lib/db';
 import { classifyError, isConnectionError, isInfrastructureError, sqlStateOf } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
+import { INVITATION_GRACE_SECONDS, sendWakeUp, type WorkerTarget } from '../worker/wake-up';
 import { decodeRecord, PoisonCodes, undecodedPoison } from './decode';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';
 
@@ -60,6 +62,11 @@ export interface IngestDependencies {
   config: Pick<Config, 'maxPayloadBytes'>;
   logger: Logger;
   metrics: Metrics;
+  /**
+   * The consumer's worker, woken when a batch leaves it rows and no worker is awake
+   * (docs/worker.md, "Wake-ups"). Absent: the schedule alone runs the worker.
+   */
+  wakeUp?: WorkerTarget;
 }
 
 export type StoreStrategy = 'direct' | 'bisect' | 'deferred' | 'poison-all';
@@ -83,6 +90,12 @@ export interface IngestReport {
   quarantined: number;
   /** How the batch was stored; absent when it was reported back. */
   strategy: StoreStrategy | null;
+  /**
+   * The worker after the batch: sent a wake-up, found one awake or on its way (the gate was
+   * closed), failed to wake it (logged and counted; the batch is unaffected); null when
+   * nothing was left for the worker or no wake-up is configured.
+   */
+  wakeUp: 'sent' | 'gate-closed' | 'failed' | null;
 }
 
 interface Stored {
@@ -188,6 +201,27 @@ async function writeSplitting<T>(
 export function createIngest(deps: IngestDependencies) {
   const { sql, consumer, config, logger, metrics } = deps;
   const limits = { maxPayloadBytes: config.maxPayloadBytes };
+
+  /**
+   * After the batch is stored, never before: the woken worker must find its rows. Nothing
+   * here can fail the batch or change its response; it costs one statement (which only
+   * reads while a worker is awake) and, when the gate opens, one asynchronous Invoke.
+   */
+  async function wakeWorker(target: WorkerTarget, requestId: string): Promise<'sent' | 'gate-closed' | 'failed'> {
+    const invitation = `wake-up:${requestId}`;
+    let slot: { slotNo: number } | null;
+    try {
+      slot = await reserveWakeUp(sql, consumer.name, invitation, INVITATION_GRACE_SECONDS);
+    } catch (error) {
+      const c = classifyError(error);
+      count(metrics, MetricNames.WakeUpFailures, 1);
+      logger.warn('wake_up_failed', { consumerName: consumer.name, source: 'wake-up', stage: 'gate', errorCode: c.code, sqlState: c.sqlState });
+      return 'failed';
+    }
+    if (slot === null) return 'gate-closed';
+    const sent = await sendWakeUp(target, { source: 'wake-up', consumerName: consumer.name, slot: slot.slotNo, invitation }, { logger, metrics });
+    return sent ? 'sent' : 'failed';
+  }
 
   /**
    * Process the new rows in the ingest transaction: each in a savepoint, all outcomes in one
@@ -351,6 +385,7 @@ export function createIngest(deps: IngestDependencies) {
       retried: 0,
       quarantined: 0,
       strategy: null,
+      wakeUp: null,
     };
     let failure: ReturnType<typeof classifyError> | undefined;
     if (records.length > 0) {
@@ -371,6 +406,14 @@ export function createIngest(deps: IngestDependencies) {
         failure = classifyError(error);
         report.response.batchItemFailures = failEveryPartition(event);
       }
+    }
+    // New rows the worker must process: all of a deferred consumer's; an inline consumer's
+    // that the ingest transaction did not finish: left RECEIVED (behind their aggregate, or
+    // by its deferred rung) or RETRY_PENDING (a woken worker stays awake past the backoff
+    // of a first retry and takes it when due, instead of the next tick).
+    const forWorker = report.inserted - (report.processed + report.ignored + report.quarantined);
+    if (deps.wakeUp !== undefined && failure === undefined && forWorker > 0) {
+      report.wakeUp = await wakeWorker(deps.wakeUp, context.awsRequestId);
     }
 
     count(metrics, MetricNames.RecordsReceived, report.received);
@@ -396,6 +439,7 @@ export function createIngest(deps: IngestDependencies) {
         ? { processed: report.processed, ignored: report.ignored, retried: report.retried, quarantined: report.quarantined }
         : {}),
       strategy: report.strategy,
+      ...(report.wakeUp !== null ? { wakeUp: report.wakeUp } : {}),
       partitions: partitions.map(([partition, rs]) => ({
         partition,
         count: rs.length,

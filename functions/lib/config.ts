@@ -46,6 +46,14 @@ export const DEFAULTS = {
   workerBatchSize: 100,
   workerRunLength: 20,
   workerSafetyMarginMs: 10_000,
+  /** An awake worker keeps looking for new rows this long after the last it found (docs/worker.md, "Wake-ups"). */
+  workerIdleMs: 10_000,
+  /** …looking again this often while there are none. */
+  workerPollMs: 250,
+  /** Workers of one consumer awake at once, at most (its slots). */
+  workerMaxConcurrency: 4,
+  /** A worker wakes more when the due backlog would take it alone longer than this to drain. */
+  workerFanOutDrainSeconds: 5,
   leaseSeconds: 300,
   reaperBatchSize: 1_000,
   reaperSafetyMarginMs: 10_000,
@@ -134,6 +142,20 @@ const schema = z
     /** Rows of one aggregate a claim may take in order (its run); 1 takes one row per aggregate. */
     WORKER_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.workerRunLength),
     WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
+    /** 0: stop at the first claim that finds nothing (the behaviour before wake-ups). */
+    WORKER_IDLE_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerIdleMs),
+    WORKER_POLL_MS: integer(10, 60 * 1000).default(DEFAULTS.workerPollMs),
+    WORKER_MAX_CONCURRENCY: integer(1, 1000).default(DEFAULTS.workerMaxConcurrency),
+    WORKER_FAN_OUT_DRAIN_SECONDS: integer(1, 15 * 60).default(DEFAULTS.workerFanOutDrainSeconds),
+    /**
+     * false: ingest wakes no worker and workers invoke none (no fan-out, no hand-over); the
+     * schedule alone starts them.
+     */
+    WAKE_UPS: boolean.default(true),
+    /** The ingest function's: its consumer's worker function, which it wakes (name or ARN). */
+    WORKER_FUNCTION_NAME: z.string().trim().min(1).optional(),
+    /** Set by Lambda: this function's own name (a worker invokes itself to fan out and hand over). */
+    AWS_LAMBDA_FUNCTION_NAME: z.string().trim().min(1).optional(),
     LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
     REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
     /** The reaper stops starting batches this long before its invocation's deadline. */
@@ -230,6 +252,20 @@ export interface Config {
     leaseSeconds: number;
     /** Rows of one aggregate per claim; DEFAULTS.workerRunLength when omitted. */
     runLength?: number;
+    /** How long an awake worker keeps looking for new rows after the last it found; 0 when omitted. */
+    idleMs?: number;
+    pollMs?: number;
+    /** The consumer's slots; DEFAULTS.workerMaxConcurrency when omitted. */
+    maxConcurrency?: number;
+    fanOutDrainSeconds?: number;
+  };
+  /** Who wakes whom (docs/worker.md, "Wake-ups"). */
+  wakeUps: {
+    enabled: boolean;
+    /** The worker an ingest function wakes. */
+    workerFunctionName?: string;
+    /** This function (Lambda's AWS_LAMBDA_FUNCTION_NAME): the target of a worker's fan-out and hand-over. */
+    functionName?: string;
   };
   reaper: { batchSize: number; safetyMarginMs: number };
   /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
@@ -294,6 +330,15 @@ export function parseConfig(env: Env): Config {
       safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS,
       leaseSeconds: e.LEASE_SECONDS,
       runLength: e.WORKER_RUN_LENGTH,
+      idleMs: e.WORKER_IDLE_MS,
+      pollMs: e.WORKER_POLL_MS,
+      maxConcurrency: e.WORKER_MAX_CONCURRENCY,
+      fanOutDrainSeconds: e.WORKER_FAN_OUT_DRAIN_SECONDS,
+    },
+    wakeUps: {
+      enabled: e.WAKE_UPS,
+      ...(e.WORKER_FUNCTION_NAME !== undefined ? { workerFunctionName: e.WORKER_FUNCTION_NAME } : {}),
+      ...(e.AWS_LAMBDA_FUNCTION_NAME !== undefined ? { functionName: e.AWS_LAMBDA_FUNCTION_NAME } : {}),
     },
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     ingestMappings: e.INGEST_MAPPINGS ?? {},

@@ -18,6 +18,13 @@ export const MetricNames = {
   EventsQuarantined: 'EventsQuarantined',
   EventsIgnored: 'EventsIgnored',
   ProcessingLatency: 'ProcessingLatency',
+  // wake-ups (docs/worker.md, "Wake-ups"): invocations of a consumer's worker sent by its
+  // ingest, and by its workers fanning out or handing over at the end of their budget
+  WakeUpsSent: 'WakeUpsSent',
+  FanOutsSent: 'FanOutsSent',
+  HandOversSent: 'HandOversSent',
+  /** A wake-up that could not be sent (gate or Lambda API error); the schedule still runs the worker. */
+  WakeUpFailures: 'WakeUpFailures',
   // reaper gauges
   DueDepth: 'DueDepth',
   OldestDueAgeSeconds: 'OldestDueAgeSeconds',

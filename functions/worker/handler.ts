@@ -1,34 +1,37 @@
 /**
  * Worker function: drains the due rows of one consumer within the invocation's time
- * budget (EventBridge Scheduler, rate(1 minute)). The logic lives in run-worker.ts.
+ * budget. Invoked by EventBridge Scheduler (rate(1 minute)), by its consumer's ingest
+ * function when rows arrive and nobody is awake, and by its own invocations fanning out or
+ * handing over. The logic lives in invocation.ts and run-worker.ts.
  */
 import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
 import { loadConfig, requireConsumerName } from '../lib/config';
 import { getSql } from '../lib/db';
 import { createObservability } from '../lib/observability';
-import { newOwnerId, runWorker, type WorkerResult } from './run-worker';
+import { createWorkerInvocation, type InvocationResult } from './invocation';
+import { wakeUpClient } from './wake-up';
 
 const config = loadConfig();
 const consumer = getConsumer(requireConsumerName(config));
 const { logger, metrics } = createObservability(config, 'worker');
+// Lambda names the function it runs: the target of this worker's fan-out and hand-over.
+const functionName = config.wakeUps.functionName;
 
-export async function handler(_event: unknown, context: Context): Promise<WorkerResult> {
+let invoke: ReturnType<typeof createWorkerInvocation> | undefined;
+
+export async function handler(event: unknown, context: Context): Promise<InvocationResult> {
   logger.addContext(context);
   try {
-    const sql = await getSql(config.database);
-    // The request id names the invocation; the suffix keeps it unique when Lambda retries
-    // an asynchronous invocation under the same request id.
-    const owner = newOwnerId(`worker:${context.awsRequestId}`);
-    const result = await runWorker({
-      sql,
+    invoke ??= createWorkerInvocation({
+      sql: await getSql(config.database),
       consumer,
       config,
       logger,
       metrics,
-      owner,
-      remainingMs: () => context.getRemainingTimeInMillis(),
+      ...(functionName !== undefined ? { self: { lambda: wakeUpClient(), functionName } } : {}),
     });
+    const result = await invoke(event, context);
     logger.info('worker_finished', { ...result });
     return result;
   } finally {

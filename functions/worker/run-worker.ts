@@ -1,7 +1,9 @@
 /**
  * The worker's loop: claim → process → complete, until nothing is due or the invocation's
- * time budget is spent. Called by the Lambda handler, the local simulator and the
- * benchmark, each with its own dependencies.
+ * time budget is spent — or, awake (the Lambda handler's invocations, invocation.ts), until
+ * nothing has been due for an idle interval: steady traffic is drained as it arrives by a
+ * worker already running, rather than by a new invocation per batch. Called by the Lambda
+ * handler, the local simulator and the benchmark, each with its own dependencies.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
@@ -29,7 +31,49 @@ export interface WorkerDependencies {
   remainingMs: () => number;
   /** Jitter source, for tests. */
   random?: () => number;
+  /** Stay awake after the queue runs dry (absent: stop at the first claim that finds nothing). */
+  awake?: AwakeOptions;
 }
+
+/** How a worker stays awake, and what it does between claims (invocation.ts gives its slot's). */
+export interface AwakeOptions {
+  /** Keep claiming this long after the last claim that found rows (the invocation's start counts as one). */
+  idleMs: number;
+  /** Pause between claims that find nothing. */
+  pollMs: number;
+  /** Before every claim: false stops the worker (it no longer holds its slot). */
+  beforeClaim?: () => Promise<boolean>;
+  /** After every batch. */
+  afterBatch?: (batch: BatchStats) => Promise<void>;
+  /**
+   * When the idle interval has passed: true to stop; false when work is due after all (it
+   * arrived since the last claim), and the worker goes on.
+   */
+  mayStop?: () => Promise<boolean>;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+/** One claim and its batch, as the fan-out decision reads it. */
+export interface BatchStats {
+  /** The claim took as many rows as it may: more are probably due. */
+  full: boolean;
+  /** Lanes claimed and milliseconds spent claiming and processing, since the invocation began. */
+  totalLanes: number;
+  busyMs: number;
+}
+
+/** Why the loop ended. */
+export type StopReason =
+  /** A claim found nothing due (not awake). */
+  | 'drained'
+  /** Awake, and nothing was due for the idle interval. */
+  | 'idle'
+  /** The time budget ran out (less than the safety margin left, or a batch stopped short of it). */
+  | 'budget'
+  /** A batch failed as a whole for a reason worth retrying (the database). */
+  | 'failed'
+  /** beforeClaim said stop. */
+  | 'stopped';
 
 export interface WorkerResult {
   claimed: number;
@@ -41,6 +85,7 @@ export interface WorkerResult {
   released: number;
   /** Taken over by another owner after this worker's lease expired; left untouched. */
   lost: number;
+  stoppedBy: StopReason;
 }
 
 /** Which count an outcome adds to. */
@@ -49,7 +94,9 @@ const COUNTER = {
   IGNORED: 'ignored',
   RETRY_PENDING: 'retried',
   QUARANTINED: 'quarantined',
-} as const satisfies Record<Outcome['status'], keyof WorkerResult>;
+} as const satisfies Record<Outcome['status'], keyof Omit<WorkerResult, 'stoppedBy'>>;
+
+const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A random owner id for runs outside Lambda. */
 export function newOwnerId(prefix = 'worker'): string {
@@ -92,7 +139,11 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     ...(deps.random ? { random: deps.random } : {}),
   };
   const lost: ClaimedRow[] = [];
-  const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 };
+  const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0, stoppedBy: 'drained' };
+  const { awake } = deps;
+  const sleep = awake?.sleep ?? defaultSleep;
+  let totalLanes = 0;
+  let busyMs = 0;
   // What the outcome metrics have been given so far.
   const reported = { processed: 0, retried: 0, quarantined: 0, ignored: 0 };
 
@@ -144,21 +195,45 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
 
   try {
     let emptyClaims = 0;
+    let lastFoundAt = performance.now();
     for (;;) {
       // One reading per claim: the lease ends no later than this invocation does, and is
       // never shorter than the safety margin.
       const left = deps.remainingMs();
-      if (left <= safetyMarginMs) break;
+      if (left <= safetyMarginMs) {
+        result.stoppedBy = 'budget';
+        break;
+      }
+      if (awake?.beforeClaim !== undefined && !(await awake.beforeClaim())) {
+        result.stoppedBy = 'stopped';
+        break;
+      }
       const lease = Math.min(leaseSeconds, left / 1000);
+      const claimStarted = performance.now();
       const claim = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, runLimit, leaseSeconds: lease });
       if (claim.rows.length === 0) {
+        busyMs += performance.now() - claimStarted;
         // Lanes whose head turned out not to be due were put right; others may be due.
         if (claim.deferredLanes > 0 && ++emptyClaims < MAX_EMPTY_CLAIMS) continue;
-        break;
+        emptyClaims = 0;
+        if (awake === undefined) break;
+        if (performance.now() - lastFoundAt < awake.idleMs) {
+          await sleep(Math.max(0, Math.min(awake.pollMs, deps.remainingMs() - safetyMarginMs)));
+          continue;
+        }
+        if (awake.mayStop === undefined || (await awake.mayStop())) {
+          result.stoppedBy = 'idle';
+          break;
+        }
+        // Rows arrived since the claim: stay, and idle again from now if they are gone by the next one.
+        lastFoundAt = performance.now();
+        continue;
       }
       emptyClaims = 0;
       const claimedAt = performance.now();
+      lastFoundAt = claimedAt;
       result.claimed += claim.rows.length;
+      totalLanes += claim.lanes.length;
 
       const { reports, failed } = await runBatch(lanesOf(claim));
       for (const report of reports) {
@@ -185,10 +260,18 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
         if (result[key] > reported[key]) count(metrics, name, result[key] - reported[key]);
         reported[key] = result[key];
       }
+      busyMs += performance.now() - claimStarted;
+      await awake?.afterBatch?.({ full: claim.rows.length >= batchSize, totalLanes, busyMs });
       // A batch that failed as a whole for a reason worth retrying (the database, not a row)
       // will not clear up within this invocation.
-      if (failed) break;
-      if (reports.some((r) => r.outOfTime)) break;
+      if (failed) {
+        result.stoppedBy = 'failed';
+        break;
+      }
+      if (reports.some((r) => r.outOfTime)) {
+        result.stoppedBy = 'budget';
+        break;
+      }
     }
     // Rows whose lease ran out before their batch began were never started. Any still
     // PROCESSING under this owner (nobody took them over) go back now, with their lanes,

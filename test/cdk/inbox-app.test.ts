@@ -160,6 +160,72 @@ describe('schedules', () => {
   });
 });
 
+describe('wake-ups', () => {
+  const functions = () => Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function'));
+  const workerOf = (name: string) => functions().find(([, f]) => f.Properties!.Description === `Kafka inbox worker: ${name}`)!;
+  const ingestOf = (name: string) => functions().find(([, f]) => String(f.Properties!.Description).startsWith(`Kafka inbox ingest: ${name} `))!;
+  const roleOf = (f: Resources[string]) => (f.Properties!.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+  const invokeGrants = () =>
+    Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy')).flatMap((p) =>
+      (p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[])
+        .filter((st) => actionsOf(st as never).includes('lambda:InvokeFunction'))
+        .map((st) => ({ roles: p.Properties!.Roles as unknown[], actions: actionsOf(st as never), resource: st.Resource })),
+    );
+
+  it("name each consumer's worker in its ingest function's environment", () => {
+    for (const c of s.config.consumers) {
+      const [workerId] = workerOf(c.name);
+      const [, ingest] = ingestOf(c.name);
+      expect(ingest.Properties!.Environment.Variables.WORKER_FUNCTION_NAME, c.name).toEqual({ Ref: workerId });
+    }
+  });
+
+  it("let an ingest function invoke its own consumer's worker and nothing else; a worker, itself only", () => {
+    const grants = invokeGrants();
+    for (const c of s.config.consumers) {
+      const [workerId, worker] = workerOf(c.name);
+      const [, ingest] = ingestOf(c.name);
+      const byIngest = grants.filter((g) => JSON.stringify(g.roles) === JSON.stringify([{ Ref: roleOf(ingest) }]));
+      expect(byIngest, c.name).toEqual([{ roles: [{ Ref: roleOf(ingest) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } }]);
+      const byWorker = grants.filter((g) => JSON.stringify(g.roles) === JSON.stringify([{ Ref: roleOf(worker) }]));
+      expect(byWorker, c.name).toEqual([{ roles: [{ Ref: roleOf(worker) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } }]);
+    }
+    // Nobody else invokes a function (the schedules' role is the scheduler's, not a function's).
+    const functionRoles = new Set(functions().map(([, f]) => roleOf(f)));
+    const others = grants.filter((g) => g.roles.some((r) => functionRoles.has((r as { Ref: string }).Ref)));
+    expect(others).toHaveLength(s.config.consumers.length * 2);
+  });
+
+  it('reserve each worker its maximum concurrency plus one, and neither retry nor keep an old asynchronous invocation', () => {
+    const configs = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::EventInvokeConfig'));
+    for (const c of s.config.consumers) {
+      const [workerId, worker] = workerOf(c.name);
+      expect(worker.Properties!.ReservedConcurrentExecutions, c.name).toBe(c.workerMaxConcurrency + 1);
+      const env = worker.Properties!.Environment.Variables;
+      expect(env).toMatchObject({ WORKER_MAX_CONCURRENCY: String(c.workerMaxConcurrency), WORKER_IDLE_MS: String(c.workerIdleSeconds * 1000), WAKE_UPS: 'true' });
+      const config = configs.filter((ic) => JSON.stringify(ic.Properties!.FunctionName) === JSON.stringify({ Ref: workerId }));
+      expect(config, c.name).toHaveLength(1);
+      expect(config[0]!.Properties).toMatchObject({ MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60, Qualifier: '$LATEST' });
+    }
+  });
+
+  it('can be switched off per consumer: no environment, no grant, the schedule alone', () => {
+    const off = synthesize({ bundle: false, overrides: { consumers: { 'case-sla': { wakeUps: false, workerReservedConcurrency: false } } } });
+    const fns = Object.values(resourcesOf(off.stateless, 'AWS::Lambda::Function'));
+    const ingest = fns.find((f) => String(f.Properties!.Description).startsWith('Kafka inbox ingest: case-sla '))!;
+    const worker = fns.find((f) => f.Properties!.Description === 'Kafka inbox worker: case-sla')!;
+    expect(ingest.Properties!.Environment.Variables.WORKER_FUNCTION_NAME).toBeUndefined();
+    expect(worker.Properties!.Environment.Variables.WAKE_UPS).toBe('false');
+    expect(worker.Properties!.ReservedConcurrentExecutions).toBeUndefined();
+    const invokers = Object.values(resourcesOf(off.stateless, 'AWS::IAM::Policy')).filter((p) =>
+      (p.Properties!.PolicyDocument.Statement as { Action: string | string[] }[]).some((st) => actionsOf(st as never).includes('lambda:InvokeFunction')),
+    );
+    const roles = JSON.stringify(invokers.map((p) => p.Properties!.Roles));
+    expect(roles).not.toContain((ingest.Properties!.Role as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0]);
+    expect(roles).not.toContain((worker.Properties!.Role as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0]);
+  });
+});
+
 describe('functions', () => {
   it('are arm64 on Node.js 22 or newer, in the VPC, with verified TLS and never a password (the master secret\'s ARN for the migration function only)', () => {
     const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
@@ -444,7 +510,7 @@ describe('observability', () => {
     const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
     const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
     const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
-    expect(alarms).toHaveLength(CONSUMERS.length * 5 + emitting + functionCount);
+    expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
@@ -459,8 +525,51 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.oldestDueAge)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.processingLatency)).toBe(CONSUMERS.length * 2);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
     expect(bySection.get(RUNBOOK.outboxUnpublishedAge)).toBe(emitting);
+  });
+
+  it('alarms on each consumer\'s latency p50 and p99, over periods with enough rows processed', () => {
+    const alarms = Object.entries(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm')).filter(([id]) => /Latency(P50|P99)/.test(id));
+    const t = s.config.alarms;
+    expect(alarms).toHaveLength(CONSUMERS.length * 2);
+    for (const c of CONSUMERS) {
+      for (const [stat, threshold] of [['p50', t.processingLatencyP50Ms], ['p99', t.processingLatencyP99Ms]] as const) {
+        const found = alarms.filter(([id]) => id.includes(`${c.name.replace(/[^A-Za-z0-9]/g, '')}Latency${stat.toUpperCase()}`));
+        expect(found, `${c.name} ${stat}`).toHaveLength(1);
+        const p = found[0]![1].Properties!;
+        expect(p.Threshold).toBe(threshold);
+        expect(p.ComparisonOperator).toBe('GreaterThanThreshold');
+        const metrics = p.Metrics as { Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: { MetricName: string; Dimensions: { Name: string; Value: string }[] }; Stat: string } }[];
+        expect(metrics.find((q) => q.Expression !== undefined)).toMatchObject({ Expression: `IF(samples >= ${t.latencyMinSamples}, latency, 0)` });
+        const stats = metrics.filter((q) => q.MetricStat !== undefined).map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat]);
+        expect(stats.sort()).toEqual([
+          ['latency', MetricNames.ProcessingLatency, stat],
+          ['samples', MetricNames.ProcessingLatency, 'SampleCount'],
+        ]);
+        expect(metrics.every((q) => q.MetricStat === undefined || q.MetricStat.Metric.Dimensions.some((d) => d.Name === 'ConsumerName' && d.Value === c.name))).toBe(true);
+      }
+    }
+  });
+
+  it('charts the latency percentiles, the wake-ups and the functions\' concurrency', () => {
+    const [dashboard] = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Dashboard'));
+    const parts = dashboard!.Properties!.DashboardBody['Fn::Join'][1] as unknown[];
+    const body = JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'REF')).join('')) as {
+      widgets: { type: string; properties: { title?: string; metrics?: unknown[][] } }[];
+    };
+    const widget = (title: string) => body.widgets.find((w) => w.properties.title === title);
+    for (const c of CONSUMERS) {
+      const latency = JSON.stringify(widget(`${c.name}: latency received → processed`)!.properties.metrics);
+      for (const stat of ['p50', 'p95', 'p99']) expect(latency).toContain(`"stat":"${stat}"`);
+      expect(latency).toContain(MetricNames.ProcessingLatency);
+      const wakeUps = JSON.stringify(widget(`${c.name}: wake-ups`)!.properties.metrics);
+      for (const name of [MetricNames.WakeUpsSent, MetricNames.FanOutsSent, MetricNames.HandOversSent, MetricNames.WakeUpFailures]) {
+        expect(wakeUps).toContain(`"${name}"`);
+      }
+    }
+    expect(JSON.stringify(widget('Lambda concurrent executions')!.properties.metrics)).toContain('"ConcurrentExecutions"');
   });
 
   it('charts and alarms only on metrics that some function emits', () => {

@@ -56,6 +56,24 @@ describe('stage configuration', () => {
     expect(message).toContain('consumer group "case-projection" is also used by case-projection/');
   });
 
+  it('sets the wake-up defaults, and lets a consumer change its concurrency or switch wake-ups off', () => {
+    const config = parseStageConfig(
+      'test',
+      { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false } } },
+      CONSUMERS,
+    );
+    const of = (name: string) => config.consumers.find((c) => c.name === name)!;
+    expect(of('case-projection')).toMatchObject({ workerMaxConcurrency: 4, workerIdleSeconds: 10, wakeUps: true });
+    expect(of('case-projection').workerReservedConcurrency).toBeUndefined();
+    expect(of('case-sla')).toMatchObject({ workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false });
+    expect(config.alarms).toMatchObject({ processingLatencyP50Ms: 5_000, processingLatencyP99Ms: 30_000, latencyMinSamples: 50 });
+  });
+
+  it('refuses a reserved concurrency below the maximum concurrency: fanned-out workers would be throttled', () => {
+    const message = configError({ msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { workerMaxConcurrency: 6, workerReservedConcurrency: 3 } } }).message;
+    expect(message).toContain('stages.test.consumers.case-sla: workerReservedConcurrency must be at least workerMaxConcurrency (6), or false');
+  });
+
   it('refuses a reaper timeout that leaves no time above its safety margin', () => {
     expect(configError({ msk: { createDevCluster: true }, reaper: { timeoutSeconds: 10 } }).message).toContain(
       'stages.test.reaper: timeoutSeconds must exceed reaper.safetyMarginSeconds (10)',

@@ -7,6 +7,8 @@
  * configuration, and the migration function finding its bundled SQL files.
  */
 import { execFile } from 'node:child_process';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { cp, mkdir, rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -62,7 +64,7 @@ afterAll(() => rm(outDir, { recursive: true, force: true }));
 beforeEach(async () => {
   await db.sql`
     truncate integration.consumer_inbox, integration.consumer_raw_poison, read_model.case_summary,
-             case_core.sla_obligation, public.notification_jobs`;
+             case_core.sla_obligation, public.notification_jobs, integration.consumer_worker_slot`;
 });
 
 /** The role each bundled function connects as in AWS (the ingest's depends on its consumer's mode). */
@@ -155,7 +157,8 @@ describe('the bundled functions', () => {
       { offset_no: 11, error_code: 'INVALID_JSON' },
     ]);
 
-    expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({
+    // WORKER_IDLE_MS 0: it stops at the first empty claim instead of staying awake for more rows.
+    expect(await invoke('worker', { source: 'schedule' }, { ...consumer, WORKER_IDLE_MS: '0' })).toMatchObject({
       claimed: 2,
       processed: 2,
       retried: 0,
@@ -255,6 +258,92 @@ describe('the bundled functions', () => {
     await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest))).rejects.toMatchObject({
       stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
     });
+  });
+});
+
+describe('the bundled ingest wakes its worker', () => {
+  interface Received {
+    method: string | undefined;
+    url: string | undefined;
+    invocationType: string | string[] | undefined;
+    body: unknown;
+  }
+
+  /**
+   * A stand-in for the Lambda API on this machine: the bundle's SDK client sends its Invoke
+   * here (AWS_ENDPOINT_URL_LAMBDA, the SDK's own setting), and it accepts, fails, or never answers.
+   */
+  async function lambdaApi(answer: 'accept' | 'fail' | 'hang') {
+    const received: Received[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        received.push({ method: req.method, url: req.url, invocationType: req.headers['x-amz-invocation-type'], body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+        if (answer === 'accept') res.writeHead(202).end();
+        if (answer === 'fail') res.writeHead(500, { 'x-amzn-errortype': 'ServiceException', 'content-type': 'application/json' }).end('{"message":"unavailable"}');
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      received,
+      env: {
+        CONSUMER_NAME: 'case-projection',
+        WORKER_FUNCTION_NAME: 'inbox-case-projection-worker',
+        AWS_ENDPOINT_URL_LAMBDA: `http://127.0.0.1:${port}`,
+        AWS_REGION: 'eu-west-1',
+        // Placeholders: the stand-in checks no signature.
+        AWS_ACCESS_KEY_ID: 'bundle-test',
+        AWS_SECRET_ACCESS_KEY: 'bundle-test',
+        LOG_LEVEL: 'WARN',
+      },
+      close: () => {
+        server.closeAllConnections();
+        return new Promise<void>((resolve) => server.close(() => resolve()));
+      },
+    };
+  }
+
+  const batch = () =>
+    mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_w1', `evt_w1_${Date.now()}`) })]);
+
+  it('sends one asynchronous Invoke of its worker, with the slot it reserved, after storing the batch', async () => {
+    const api = await lambdaApi('accept');
+    try {
+      expect(await invoke('ingest', batch(), api.env)).toEqual({ batchItemFailures: [] });
+      expect(api.received).toEqual([
+        {
+          method: 'POST',
+          url: '/2015-03-31/functions/inbox-case-projection-worker/invocations',
+          invocationType: 'Event',
+          body: { source: 'wake-up', consumerName: 'case-projection', slot: 1, invitation: 'wake-up:req-ingest' },
+        },
+      ]);
+      expect(await db.sql`select status from integration.consumer_inbox`).toEqual([{ status: 'RECEIVED' }]);
+    } finally {
+      await api.close();
+    }
+  });
+
+  it.each([
+    ['fails', 'fail'],
+    ['never answers', 'hang'],
+  ] as const)('answers the batch as stored when the Lambda API %s, trying once, logging no payload', async (_, answer) => {
+    const api = await lambdaApi(answer);
+    try {
+      const { stdout, stderr } = await invokeOutput('ingest', batch(), api.env);
+      const result = JSON.parse(stdout.split('\n').find((l) => l.startsWith('RESULT '))!.slice('RESULT '.length));
+      const warning = `${stdout}\n${stderr}`.split('\n').find((l) => l.startsWith('{') && l.includes('"wake_up_failed"'));
+
+      expect(result).toEqual({ batchItemFailures: [] });
+      expect(api.received).toHaveLength(1);
+      expect(await db.sql`select status from integration.consumer_inbox`).toEqual([{ status: 'RECEIVED' }]);
+      expect(JSON.parse(warning!)).toMatchObject({ level: 'WARN', consumerName: 'case-projection', source: 'wake-up', stage: 'invoke' });
+      expect(warning).not.toContain('acceptedAt');
+    } finally {
+      await api.close();
+    }
   });
 });
 

@@ -29,14 +29,19 @@ async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, ro
   return captured;
 }
 
-interface PlanNode {
+/** A node of EXPLAIN's JSON plan; the figures are there with ANALYZE and BUFFERS. */
+export interface PlanNode {
   'Node Type': string;
   'Relation Name'?: string;
   'Index Name'?: string;
+  'Actual Rows'?: number;
+  'Shared Hit Blocks'?: number;
+  'Shared Read Blocks'?: number;
   Plans?: PlanNode[];
 }
 
-function nodes(plan: PlanNode): PlanNode[] {
+/** The plan's nodes, the root first. */
+export function nodes(plan: PlanNode): PlanNode[] {
   return [plan, ...(plan.Plans ?? []).flatMap(nodes)];
 }
 

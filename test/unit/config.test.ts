@@ -33,7 +33,12 @@ describe('parseConfig', () => {
       runLength: DEFAULTS.workerRunLength,
       safetyMarginMs: DEFAULTS.workerSafetyMarginMs,
       leaseSeconds: DEFAULTS.leaseSeconds,
+      idleMs: DEFAULTS.workerIdleMs,
+      pollMs: DEFAULTS.workerPollMs,
+      maxConcurrency: DEFAULTS.workerMaxConcurrency,
+      fanOutDrainSeconds: DEFAULTS.workerFanOutDrainSeconds,
     });
+    expect(config.wakeUps).toEqual({ enabled: true });
     expect(config.consumerName).toBeUndefined();
   });
 
@@ -49,6 +54,11 @@ describe('parseConfig', () => {
       WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
       INGEST_MAPPINGS: '{"case-sla":["3f6a1c9e-0000-4000-8000-000000000001"]}',
       POWERTOOLS_LOG_LEVEL: 'debug',
+      WORKER_IDLE_MS: '0',
+      WORKER_MAX_CONCURRENCY: '8',
+      WAKE_UPS: 'false',
+      WORKER_FUNCTION_NAME: 'inbox-case-sla-worker',
+      AWS_LAMBDA_FUNCTION_NAME: 'inbox-case-sla-ingest',
     });
     expect(config.database).toMatchObject({
       secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:db-AbCdEf',
@@ -61,6 +71,8 @@ describe('parseConfig', () => {
     expect(config.maxPayloadBytes).toBe(1024);
     expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
     expect(config.ingestMappings).toEqual({ 'case-sla': ['3f6a1c9e-0000-4000-8000-000000000001'] });
+    expect(config.worker).toMatchObject({ idleMs: 0, maxConcurrency: 8 });
+    expect(config.wakeUps).toEqual({ enabled: false, workerFunctionName: 'inbox-case-sla-worker', functionName: 'inbox-case-sla-ingest' });
   });
 
   it('treats empty values as unset', () => {
@@ -86,6 +98,8 @@ describe('parseConfig', () => {
     ['INGEST_MAPPINGS', '{"case-sla":"not-a-list"}', /INGEST_MAPPINGS: must be a JSON object of consumer name to a list/],
     ['DB_SSL', 'sometimes', /DB_SSL/],
     ['POWERTOOLS_LOG_LEVEL', 'LOUD', /POWERTOOLS_LOG_LEVEL/],
+    ['WORKER_MAX_CONCURRENCY', '0', /WORKER_MAX_CONCURRENCY: .*>=1/],
+    ['WAKE_UPS', 'sometimes', /WAKE_UPS/],
     ['LOG_LEVEL', 'verbose', /LOG_LEVEL/],
   ])('names a malformed %s', (name, value, pattern) => {
     const error = errorOf(() => parseConfig({ ...LOCAL, [name]: value }));

@@ -106,6 +106,12 @@ export interface GeneratedStream {
   cases: CaseExpectation[];
   /** payment event id → org_id, for each payment that must yield exactly one notification job. */
   notifications: Map<string, string>;
+  /**
+   * The production clock: record timestamps start at `startsAt` (epoch ms) and the events
+   * spread evenly over `spanMs` from there (a case's later versions and a producer's
+   * retries land a little after it). A steady-load run replays this clock at its rate.
+   */
+  clock: { startsAt: number; spanMs: number };
   counts: {
     events: number;
     caseEvents: number;
@@ -262,6 +268,9 @@ function addCase(b: Builder, k: number, start: number, outOfOrder: boolean): Cas
   // could reach the attempt limit for a reason the plan did not choose. Permanent faults of
   // case-projection only hit a chain's last version, since every later version would then
   // wait for a predecessor that never comes (and end AGGREGATE_VERSION_GAP, by design).
+  // case-sla's only hit a chain of one: both case consumers hold an aggregate behind its
+  // quarantined row (quarantine policy hold-aggregate), so the status changes after a
+  // quarantined acceptance would wait for an operator and the run would never settle.
   const faultFree = outOfOrder;
   let projectionFaulted = faultFree;
   let projection: CaseExpectation['projection'] = null;
@@ -277,7 +286,7 @@ function addCase(b: Builder, k: number, start: number, outOfOrder: boolean): Cas
     if (p.status === 'PROCESSED') projection = { status: statusOfVersion(v), version: v };
 
     if (v === 1) {
-      const s = faultFree ? { status: 'PROCESSED' as const } : planFault(b, CASE_SLA, eventId, true);
+      const s = faultFree ? { status: 'PROCESSED' as const } : planFault(b, CASE_SLA, eventId, k === 1);
       expect(b, CASE_SLA, eventId, s);
       slaObligation = s.status === 'PROCESSED';
     } else {
@@ -436,5 +445,15 @@ export function generateStream(options: LocalOptions): GeneratedStream {
     }
   }
   counts.faults = [...b.faults.values()].reduce((n, m) => n + m.size, 0);
-  return { seed: options.seed, topics, expected: b.expected, poison, faults: b.faults, cases, notifications, counts };
+  return {
+    seed: options.seed,
+    topics,
+    expected: b.expected,
+    poison,
+    faults: b.faults,
+    cases,
+    notifications,
+    clock: { startsAt: EPOCH, spanMs: span * 1000 },
+    counts,
+  };
 }

@@ -20,11 +20,17 @@
  * - Infrastructure failures: some invocations go to an ingest function whose database is
  *   unreachable; it must report every partition back, and the retry must then store all.
  *
+ * - Steady load (`releasedAt`): a record exists in the topic only from the moment its
+ *   producer writes it, and the mapping waits, as the real one does, until a batch is full
+ *   or its oldest record has waited the batching window (MaximumBatchingWindowInSeconds).
+ *   Redelivered records go again at once.
+ *
  * Retries are unbounded, like the mapping's default (no maximum retry attempts or record
  * age): a record that keeps failing blocks its partition, which the run's timeout reports.
  * Every random decision is a keyed draw (seed, consumer, partition, delivery number), so
  * it does not depend on how concurrent deliveries interleave.
  */
+import { performance } from 'node:perf_hooks';
 import type { KafkaBatchResponse, KafkaEvent, KafkaRecord } from '../../functions/ingest/types';
 import { mskEvent, mskRecord } from '../msk-events';
 import type { ProducedRecord } from './generator';
@@ -50,6 +56,13 @@ export interface MappingOptions {
   retryDelayMs?: number;
   /** Told of every fault the mapping injects, as it happens (the run's report marks them). */
   onFault?: (kind: 'database-unreachable' | 'commit-lost') => void;
+  /**
+   * When a record with this timestamp is written to the topic (performance.now()
+   * milliseconds). Absent: the whole topic exists from the start.
+   */
+  releasedAt?: (timestamp: number) => number;
+  /** Deliver a partition's records once this many milliseconds old even if the batch is not full. */
+  batchingWindowMs?: number;
 }
 
 export interface MappingStats {
@@ -92,6 +105,8 @@ export class SimulatedMapping {
   /** Per partition: one past the highest offset ever delivered. */
   private readonly highWater: number[];
   private readonly deliveries: number[];
+  /** Per partition: one past the highest offset its producer has written so far. */
+  private readonly produced: number[];
   private readonly inFlight = new Set<number>();
   private cursor = 0;
   private stopped = false;
@@ -100,6 +115,7 @@ export class SimulatedMapping {
     this.committed = options.partitions.map(() => 0);
     this.highWater = options.partitions.map(() => 0);
     this.deliveries = options.partitions.map(() => 0);
+    this.produced = options.partitions.map((log) => (options.releasedAt === undefined ? log.length : 0));
   }
 
   /** Records not yet committed, over all partitions (the mapping's offset lag). */
@@ -136,15 +152,33 @@ export class SimulatedMapping {
     }
   }
 
+  /** Records written to partition p by now (all of them without a release clock). */
+  private producedUpTo(p: number, now: number): number {
+    const { releasedAt } = this.options;
+    const log = this.options.partitions[p]!;
+    if (releasedAt !== undefined) {
+      while (this.produced[p]! < log.length && releasedAt(log[this.produced[p]!]!.timestamp) <= now) this.produced[p]! += 1;
+    }
+    return this.produced[p]!;
+  }
+
+  /** A partition's pending records go now: enough of them, or the oldest has waited the window. */
+  private ripe(p: number, pending: number, now: number): boolean {
+    const { releasedAt, batchingWindowMs = 0, batchSize } = this.options;
+    if (releasedAt === undefined || batchingWindowMs === 0 || pending >= batchSize) return true;
+    return now - releasedAt(this.options.partitions[p]![this.committed[p]!]!.timestamp) >= batchingWindowMs;
+  }
+
   /** Take up to batchSize records from partitions with pending records and no batch in flight. */
   private nextBatch(): Slice[] {
     const { partitions, batchSize } = this.options;
     const slices: Slice[] = [];
+    const now = performance.now();
     let room = batchSize;
     for (let i = 0; i < partitions.length && room > 0; i++) {
       const p = (this.cursor + i) % partitions.length;
-      const pending = partitions[p]!.length - this.committed[p]!;
-      if (pending === 0 || this.inFlight.has(p)) continue;
+      const pending = this.producedUpTo(p, now) - this.committed[p]!;
+      if (pending === 0 || this.inFlight.has(p) || !this.ripe(p, pending, now)) continue;
       const take = Math.min(pending, room);
       slices.push({ partition: p, start: this.committed[p]!, end: this.committed[p]! + take, delivery: ++this.deliveries[p]! });
       this.inFlight.add(p);

@@ -84,11 +84,16 @@ export class MetricLog {
     }
   }
 
+  /** Every value of a metric the consumer's functions emitted, in order. */
+  values(consumer: string, name: string): number[] {
+    const values: number[] = [];
+    for (const p of this.points()) if (p.consumer === consumer && p.name === name) values.push(p.value);
+    return values;
+  }
+
   /** The sum of every value of a metric the consumer's functions emitted. */
   total(consumer: string, name: string): number {
-    let total = 0;
-    for (const p of this.points()) if (p.consumer === consumer && p.name === name) total += p.value;
-    return total;
+    return this.values(consumer, name).reduce((a, b) => a + b, 0);
   }
 }
 

@@ -32,14 +32,24 @@ export interface LocalOptions {
   infraFailureRate: number;
   /** Worker crashes: a worker that claims a batch and dies; the reaper must recover its rows. */
   crashes: number;
-  /** Concurrent workers per consumer. */
+  /** Workers of one consumer awake at once, at most (its slots: WORKER_MAX_CONCURRENCY). */
   workers: number;
   /** Records per batch the mapping delivers (MSK BatchSize). */
   batchSize: number;
   /** Concurrent ingest invocations per consumer (the mapping's pollers). */
   pollers: number;
-  /** How often the workers and the reaper run (the schedule is 1 minute in AWS). */
+  /** How often the schedule invokes each worker and the reaper (1 minute in AWS). */
   tickMs: number;
+  /**
+   * Steady load: events per second, produced over `durationSeconds` as a producer would
+   * write them (instead of a whole topic waiting at the start); null for the quick run.
+   */
+  rate: number | null;
+  durationSeconds: number;
+  /** The mapping's batching window: a partial batch waits this long for more records. */
+  batchingWindowMs: number;
+  /** Ingest wakes the worker and workers fan out and hand over; false: the schedule alone starts workers. */
+  wakeUps: boolean;
   /** Give up (and fail) after this long. */
   timeoutSeconds: number;
   /** Leave the database running after the run and print how to inspect it. */
@@ -68,6 +78,10 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   batchSize: 100,
   pollers: 2,
   tickMs: 250,
+  rate: null,
+  durationSeconds: 60,
+  batchingWindowMs: 0,
+  wakeUps: true,
   timeoutSeconds: 120,
   keep: false,
   logLevel: 'WARN',
@@ -75,13 +89,25 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   reportFile: '.local/report.html',
 };
 
+/** What `--rate` changes unless the flag is given too: the production cadence. */
+export const STEADY_LOAD = {
+  /** EventBridge Scheduler's rate(1 minute). */
+  tickMs: 60_000,
+  /** The stages' default batchingWindowSeconds. */
+  batchingWindowMs: 1_000,
+  /** After the stream ends: time for the schedule and the reaper to recover crashed rows. */
+  settleSeconds: 180,
+} as const;
+
 export const HELP = `npm start [-- options]
 
 Runs the whole system on this machine: an embedded PostgreSQL (unless DATABASE_URL is set),
 the migrations, a simulated MSK event-source mapping feeding generated events to the real
-ingest functions of case-projection, case-sla and notification-service, and the real worker
-and reaper on an accelerated schedule. Ends with a summary per consumer, invariant checks and
-an HTML report of the run (charts of the dashboard's metrics over its time).
+ingest functions of case-projection, case-sla and notification-service, the real worker on a
+simulated Lambda service (woken by ingest, fanning out, and invoked by an accelerated
+schedule) and the real reaper. Ends with a summary per consumer (counts, received → processed
+latency, how the workers were invoked), invariant checks and an HTML report of the run
+(charts of the dashboard's metrics over its time).
 
 Exit status: 0 all checks passed; 1 a check failed or the run did not settle in time; 2 bad
 options; 130 interrupted (Ctrl-C: the summary of what ran so far is printed, the embedded
@@ -96,6 +122,14 @@ Stream
   --invalid-rate <r>        events breaking their contract             (default ${DEFAULT_OPTIONS.invalidRate})
   --out-of-order-rate <r>   case chains produced out of version order  (default ${DEFAULT_OPTIONS.outOfOrderRate})
 
+Steady load (latency; the production cadence unless set otherwise)
+  --rate <events/s>         produce this many events a second…
+  --duration <seconds>      …for this long (events = rate × duration)  (default ${DEFAULT_OPTIONS.durationSeconds})
+                            With --rate: --tick-ms ${STEADY_LOAD.tickMs}, --batching-window-ms ${STEADY_LOAD.batchingWindowMs},
+                            --timeout duration + ${STEADY_LOAD.settleSeconds}, unless given.
+  --no-wake-ups             ingest wakes no worker, workers fan out to none: the schedule
+                            alone starts them (for comparison)
+
 Faults
   --transient-rate <r>      handler fails, then succeeds on retry      (default ${DEFAULT_OPTIONS.transientRate})
   --permanent-rate <r>      handler fails for good                     (default ${DEFAULT_OPTIONS.permanentRate})
@@ -104,10 +138,11 @@ Faults
   --crashes <n>             workers that claim a batch and die         (default ${DEFAULT_OPTIONS.crashes})
 
 Machinery
-  --workers <n>             concurrent workers per consumer            (default ${DEFAULT_OPTIONS.workers})
+  --workers <n>             workers of a consumer awake at once, at most (default ${DEFAULT_OPTIONS.workers})
   --pollers <n>             concurrent ingest calls per consumer       (default ${DEFAULT_OPTIONS.pollers})
   --batch-size <n>          records per delivered batch                (default ${DEFAULT_OPTIONS.batchSize})
-  --tick-ms <n>             worker and reaper schedule, milliseconds   (default ${DEFAULT_OPTIONS.tickMs})
+  --tick-ms <n>             worker and reaper schedule, milliseconds   (default ${DEFAULT_OPTIONS.tickMs}; 60000 is AWS's)
+  --batching-window-ms <n>  the mapping's batching window              (default ${DEFAULT_OPTIONS.batchingWindowMs})
   --timeout <seconds>       fail if not settled by then                (default ${DEFAULT_OPTIONS.timeoutSeconds})
   --log-level <level>       functions' log level: DEBUG INFO WARN ERROR SILENT (default ${DEFAULT_OPTIONS.logLevel})
   --log-file <path>         where the functions' JSON logs go          (default ${DEFAULT_OPTIONS.logFile})
@@ -139,6 +174,9 @@ const FLAGS = {
   pollers: { key: 'pollers', schema: count(1, 64) },
   'batch-size': { key: 'batchSize', schema: count(1, 10_000) },
   'tick-ms': { key: 'tickMs', schema: count(10, 60_000) },
+  'batching-window-ms': { key: 'batchingWindowMs', schema: count(0, 300_000) },
+  rate: { key: 'rate', schema: z.coerce.number().positive().max(100_000) },
+  duration: { key: 'durationSeconds', schema: count(1, 24 * 3600) },
   timeout: { key: 'timeoutSeconds', schema: count(1, 24 * 3600) },
   'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
   'log-file': { key: 'logFile', schema: z.string().min(1) },
@@ -165,6 +203,7 @@ export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
       options: {
         ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, { type: 'string' as const }])),
         keep: { type: 'boolean' },
+        'no-wake-ups': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
       },
     });
@@ -183,5 +222,18 @@ export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
     options[key] = result.data;
   }
   if (parsed.values.keep === true) options.keep = true;
+  if (parsed.values['no-wake-ups'] === true) options.wakeUps = false;
+  const given = (flag: keyof typeof FLAGS) => parsed.values[flag] !== undefined;
+  if (given('duration') && !given('rate')) throw new OptionsError('--duration needs --rate (see --help)');
+  if (given('rate')) {
+    if (given('events')) throw new OptionsError('--events and --rate both set the number of events: give one (see --help)');
+    const rate = options.rate as number;
+    const duration = options.durationSeconds as number;
+    options.events = Math.max(1, Math.round(rate * duration));
+    if ((options.events as number) > 1_000_000) throw new OptionsError(`--rate ${rate} for --duration ${duration} makes ${options.events} events, more than 1,000,000 (see --help)`);
+    if (!given('tick-ms')) options.tickMs = STEADY_LOAD.tickMs;
+    if (!given('batching-window-ms')) options.batchingWindowMs = STEADY_LOAD.batchingWindowMs;
+    if (!given('timeout')) options.timeoutSeconds = duration + STEADY_LOAD.settleSeconds;
+  }
   return { help: false, options: options as unknown as LocalOptions };
 }

@@ -112,12 +112,36 @@ const COLUMNS: { key: keyof ConsumerSummary; title: string }[] = [
   { key: 'reaped', title: 'reaped' },
 ];
 
-/** A plain-text table: the consumer left-aligned, the counts right-aligned. */
+/** A plain-text table: the first column left-aligned, the others (numbers) right-aligned. */
+function textTable(titles: readonly string[], cells: readonly string[][]): string {
+  const widths = titles.map((t, i) => Math.max(t.length, ...cells.map((row) => row[i]!.length)));
+  const line = (values: readonly string[]) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join('  ');
+  return [line(titles), widths.map((w) => '─'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
+}
+
 export function summaryTable(rows: readonly ConsumerSummary[]): string {
   const cells = rows.map((r) => COLUMNS.map((c) => (c.key === 'consumer' ? String(r[c.key]) : fmt(r[c.key] as number))));
-  const widths = COLUMNS.map((c, i) => Math.max(c.title.length, ...cells.map((row) => row[i]!.length)));
-  const line = (values: string[]) => values.map((v, i) => (i === 0 ? v.padEnd(widths[i]!) : v.padStart(widths[i]!))).join('  ');
-  return [line(COLUMNS.map((c) => c.title)), widths.map((w) => '─'.repeat(w)).join('  '), ...cells.map(line)].join('\n');
+  return textTable(COLUMNS.map((c) => c.title), cells);
+}
+
+/** Received → processed for one consumer, milliseconds: the ProcessingLatency values its workers emitted. */
+export interface ConsumerLatency {
+  consumer: string;
+  /** Rows with a value (the worker emits one per row it processed or ignored). */
+  rows: number;
+  p50: number | null;
+  p95: number | null;
+  p99: number | null;
+  max: number | null;
+  /** Inline consumers: most rows are processed by ingest, which emits no latency. */
+  inline: boolean;
+}
+
+/** The latency table of the summary: one line per consumer, milliseconds. */
+export function latencyTable(rows: readonly ConsumerLatency[]): string {
+  const ms = (v: number | null) => (v === null ? '–' : fmt(v));
+  const cells = rows.map((r) => [`${r.consumer}${r.inline ? ' (inline)' : ''}`, fmt(r.rows), ms(r.p50), ms(r.p95), ms(r.p99), ms(r.max)]);
+  return textTable(['received → processed, ms', 'rows', 'p50', 'p95', 'p99', 'max'], cells);
 }
 
 export function checksReport(checks: readonly CheckResult[]): string {

@@ -8,10 +8,17 @@
  *   ingest        the real ingest handler of each consumer (createIngestHandler), fed by a
  *                 simulated MSK event-source mapping per consumer and topic (mapping.ts);
  *                 some invocations get a client whose database is unreachable
- *   worker        the real runWorker, `workers` loops per consumer, every `tickMs`
- *                 (EventBridge Scheduler's rate(1 minute), accelerated); plus simulated
- *                 crashes: a claim under a short lease that is never completed
+ *   worker        the real worker invocation (functions/worker/invocation.ts, what the
+ *                 Lambda handler runs), on a simulated Lambda service (lambda.ts): invoked
+ *                 asynchronously by a simulated scheduler every `tickMs` (EventBridge
+ *                 Scheduler's rate(1 minute), accelerated unless --tick-ms 60000 or --rate),
+ *                 by the ingest functions' wake-ups and by its own fan-out and hand-over,
+ *                 their InvokeCommands sent through a LambdaClient the service answers; at
+ *                 most `workers` awake per consumer (its slots); plus simulated crashes: a
+ *                 claim under a short lease that is never completed
  *   reaper        the real runOnce every `tickMs`
+ *   steady load   with --rate, the stream is produced over --duration seconds as a
+ *                 producer would write it, and the summary's latency is received → processed
  *   faults        the consumer declarations wrapped by faults.ts (no production code changed)
  *
  * It ends when every mapping has committed every offset and every inbox row is final (or
@@ -26,6 +33,7 @@ import { CONSUMERS } from '../../functions/consumers';
 import type { KafkaEvent } from '../../functions/ingest/types';
 import type { ConsumerDeclaration } from '../../functions/consumers/types';
 import { claimDue } from '../../functions/inbox/claim-due';
+import { createWorkerInvocation } from '../../functions/worker/invocation';
 import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
 import { createIngestHandler } from '../../functions/ingest/ingest';
 import { parseConfig, type Config } from '../../functions/lib/config';
@@ -33,7 +41,6 @@ import { createSql, type Sql } from '../../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { runOnce } from '../../functions/reaper/reaper';
-import { newOwnerId, runWorker } from '../../functions/worker/run-worker';
 import { DatabaseRoles, ingestRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
 import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
@@ -42,12 +49,14 @@ import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
 import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
 import { writeReport } from './html-report';
+import { SimulatedLambda } from './lambda';
 import { SimulatedMapping } from './mapping';
+import { keyedDraw } from './random';
 import { CapturingMetrics, fileSink, MetricLog, nullSink, SinkLogger, type LogSink } from './observability';
 import { localRelay, relayChecks, SimulatedTopics } from './relay';
-import type { LocalOptions } from './options';
-import { checksReport, Progress, summaryTable, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
-import { buildTimeline, type FaultEvent, type FaultKind } from './timeline';
+import { DEFAULT_OPTIONS, type LocalOptions } from './options';
+import { checksReport, latencyTable, Progress, summaryTable, type ConsumerLatency, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
+import { buildTimeline, percentile, type FaultEvent, type FaultKind } from './timeline';
 
 export interface RunLocalIO {
   /** An existing (empty) database; an embedded PostgreSQL is started when absent. */
@@ -59,6 +68,23 @@ export interface RunLocalIO {
   signal?: AbortSignal;
 }
 
+export interface WorkerSummary {
+  consumer: string;
+  /** Invocations of its worker function that started. */
+  invocations: number;
+  /** Sent by the ingest functions, by workers fanning out, by workers handing over at the end of their budget. */
+  wokenByIngest: number;
+  fannedOut: number;
+  handedOver: number;
+  wakeUpFailures: number;
+  /** Invocations that found every slot held and returned at once. */
+  noSlot: number;
+  peakConcurrency: number;
+  /** Invocations that waited for the function's reserved concurrency; dropped for their age. */
+  throttled: number;
+  expired: number;
+}
+
 export interface LocalRunResult {
   ok: boolean;
   /** 0 every check passed; 1 otherwise: a check failed, or the run was interrupted (see `interrupted`). */
@@ -67,6 +93,10 @@ export interface LocalRunResult {
   interrupted: boolean;
   checks: CheckResult[];
   consumers: ConsumerSummary[];
+  /** Received → processed per consumer, from the ProcessingLatency values the workers emitted. */
+  latency: ConsumerLatency[];
+  /** How each consumer's worker was invoked, and by whom. */
+  workers: WorkerSummary[];
   stream: GeneratedStream['counts'];
   elapsedMs: number;
   /** The HTML report written, when the run got far enough to have one. */
@@ -76,14 +106,22 @@ export interface LocalRunResult {
 }
 
 /**
- * One scheduled invocation's budget, as the worker and reaper see it. The worker drains
- * until nothing is due, so the budget only bounds a long drain; it must leave room for the
- * safety margin and for leases long enough to outlast a batch on a busy machine.
+ * One invocation's budget, as the worker and reaper see it (the worker function's timeout;
+ * 120 s in AWS). A worker stays awake until nothing has been due for its idle interval, so
+ * under steady load it runs out its budget and hands over; the budget must leave room for
+ * the safety margin and for leases long enough to outlast a batch on a busy machine.
  */
 const INVOCATION_MS = 30_000;
 const OBSERVE_MS = 200;
 const CRASH_LEASE_SECONDS = 2;
 const CRASH_CLAIM_LIMIT = 20;
+/** How often a planned crash looks for rows to abandon, while the consumer's workers wait for it. */
+const CRASH_POLL_MS = 20;
+/** The worker function's asynchronous invocation config in AWS (cdk/constructs/consumer-worker.ts). */
+const MAX_EVENT_AGE_MS = 60_000;
+
+/** The simulated worker function of a consumer. */
+const workerFunctionOf = (consumer: string) => `local-worker-${consumer}`;
 
 const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
 
@@ -123,6 +161,8 @@ function configFor(url: string, options: LocalOptions): Config {
     DB_CONNECT_TIMEOUT_SECONDS: '2',
     WORKER_BATCH_SIZE: '100',
     WORKER_SAFETY_MARGIN_MS: '3000',
+    WORKER_MAX_CONCURRENCY: String(options.workers),
+    WAKE_UPS: String(options.wakeUps),
     LEASE_SECONDS: '10',
     REAPER_SAFETY_MARGIN_MS: '3000',
     SERVICE_NAME: 'kafka-inbox-local',
@@ -135,6 +175,9 @@ function describeStream(s: GeneratedStream, options: LocalOptions): string {
     `Stream (seed ${s.seed}): ${c.events.toLocaleString('en-US')} events — ${c.caseEvents} case events in ${s.cases.length} cases, ${c.payments} payments —`,
     `  plus ${c.duplicates} duplicates, ${c.poison} poison records, ${c.invalid} contract violations; ${c.outOfOrderCases} cases out of version order;`,
     `  ${c.faults} injected handler faults; ${options.partitions} partitions per topic.`,
+    options.rate !== null
+      ? `Steady load: ${options.rate.toLocaleString('en-US')} events/s for ${options.durationSeconds} s; schedule every ${options.tickMs.toLocaleString('en-US')} ms, batching window ${options.batchingWindowMs} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`
+      : `Schedule every ${options.tickMs.toLocaleString('en-US')} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`,
     `Consumers: case-projection, case-sla ← regulatory.case.events.v1 (canonical, deferred); notification-service ← payment.completed (snake_case, inline).`,
   ].join('\n');
 }
@@ -207,6 +250,31 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       CONSUMERS.map((c) => [c.name, withFaults(c, stream.faults.get(c.name) ?? new Map())]),
     );
     const consumerNames = [...consumers.keys()];
+    // The loops' waits end at once when the run stops: a schedule of 60 s must not hold up the end.
+    const stopped = new AbortController();
+    stoppers.push(() => stopped.abort());
+    const pause = (ms: number) =>
+      new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          stopped.signal.removeEventListener('abort', done);
+          resolve();
+        };
+        const timer = setTimeout(done, ms);
+        stopped.signal.addEventListener('abort', done, { once: true });
+      });
+    // The Lambda service the workers run on, and the client the functions invoke them with.
+    const lambdaService = new SimulatedLambda();
+    const lambdaClient = lambdaService.client();
+    // Running invocations see no time left and return; the run waits for them with the other loops.
+    stoppers.push(() => background.push(lambdaService.stop()));
+    // Steady load: the producer writes each record at its place on the stream's clock, replayed at the run's rate.
+    const streamStartsAt = performance.now();
+    const releasedAt =
+      options.rate === null
+        ? undefined
+        : (timestamp: number) =>
+            streamStartsAt + ((timestamp - stream.clock.startsAt) / stream.clock.spanMs) * options.durationSeconds * 1000;
 
     // Ingest: per consumer, the real handler on a working client and on an unreachable one.
     const unreachableUrl = `postgres://postgres@127.0.0.1:${await freePort()}/unreachable`;
@@ -215,7 +283,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       for (const name of names) {
         const consumer = consumers.get(name)!;
         const deps = { consumer, config, logger: logger('ingest', name), metrics: new CapturingMetrics(metricLog, name) };
-        const live = createIngestHandler({ ...deps, sql: await as(ingestRoleOf(consumer), options.pollers) });
+        const live = createIngestHandler({
+          ...deps,
+          sql: await as(ingestRoleOf(consumer), options.pollers),
+          ...(options.wakeUps ? { wakeUp: { lambda: lambdaClient, functionName: workerFunctionOf(name) } } : {}),
+        });
         const context = () => ({ awsRequestId: randomUUID() });
         // As the ingest handler does at the end of every invocation.
         const flushed = async <T>(invocation: Promise<T>): Promise<T> => {
@@ -248,6 +320,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
             seed: options.seed,
             redeliveryRate: options.redeliveryRate,
             infraFailureRate: options.infraFailureRate,
+            ...(releasedAt !== undefined ? { releasedAt, batchingWindowMs: options.batchingWindowMs } : {}),
             invoke: (event) => flushed(live(event, context())),
             invokeUnreachable: (event) => flushed(unreachable(event)),
             onFault: (kind) => fault(kind, name),
@@ -261,19 +334,23 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // A scheduled function's failed invocation is logged and the next tick tries again, as
     // EventBridge Scheduler would; it never ends the run.
     const invocationErrors = new Map<string, number>();
+    const reportFailure = (what: string, log: SinkLogger) => (error: unknown) => {
+      invocationErrors.set(what, (invocationErrors.get(what) ?? 0) + 1);
+      log.error('invocation failed', { error: error instanceof Error ? error.message : String(error) });
+    };
     const invokeSafely = async (what: string, log: SinkLogger, run: () => Promise<unknown>) => {
       try {
         await run();
       } catch (error) {
-        invocationErrors.set(what, (invocationErrors.get(what) ?? 0) + 1);
-        log.error('invocation failed', { error: error instanceof Error ? error.message : String(error) });
+        reportFailure(what, log)(error);
       }
     };
 
     // Crashes: a worker of a deferred consumer claims rows under a short lease and dies
     // before completing them. The planned crashes go round-robin over the deferred
-    // consumers; until a consumer's crash has happened its other workers hold back, so the
-    // crash always finds rows to abandon however fast the machine drains the backlog.
+    // consumers; until a consumer's crash has happened the Lambda service holds its worker
+    // invocations back, so the crash always finds rows to abandon however fast the machine
+    // drains the backlog.
     const crashed = new Map<string, string[]>(consumerNames.map((c) => [c, []]));
     const crashTargets = consumerNames.filter((c) => consumers.get(c)!.mode === 'deferred');
     const pendingCrashes = new Map<string, number>(crashTargets.map((c) => [c, 0]));
@@ -282,12 +359,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       pendingCrashes.set(target, pendingCrashes.get(target)! + 1);
     }
     const pendingCrashTotal = () => [...pendingCrashes.values()].reduce((a, b) => a + b, 0);
+    const crashPending = (name: string) => (pendingCrashes.get(name) ?? 0) > 0;
     const mappingsDoneFor = (name: string) => mappings.filter((m) => m.consumer === name).every((m) => m.mapping.done);
     const crashSql = await as(DatabaseRoles.worker, 1);
     let crashesHappened = 0;
-    /** True while this consumer's workers must wait for its planned crash. */
-    const crashFirst = async (name: string): Promise<boolean> => {
-      if ((pendingCrashes.get(name) ?? 0) === 0) return false;
+    const crashOnce = async (name: string): Promise<void> => {
       const pending = pendingCrashes.get(name)!;
       const { rows } = await claimDue(crashSql, {
         consumerName: name,
@@ -308,40 +384,68 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
           where consumer_name = ${name} and status in ('RECEIVED', 'RETRY_PENDING')`;
         if (left!.n === 0) pendingCrashes.set(name, 0);
       }
-      return (pendingCrashes.get(name) ?? 0) > 0;
     };
+    for (const name of crashTargets) {
+      background.push(
+        (async () => {
+          while (!stopping && crashPending(name)) {
+            await invokeSafely(`crash ${name}`, logger('worker', name), () => crashOnce(name));
+            if (crashPending(name)) await pause(CRASH_POLL_MS);
+          }
+        })(),
+      );
+    }
 
-    // Workers: each loop is one scheduled function, invoked every tick with a fresh budget.
+    /** Per consumer: worker invocations that found every slot held and returned at once. */
+    const idleInvocations = new Map<string, { count: number }>();
+    // Workers: one function per consumer on the simulated Lambda service, as in AWS: the
+    // invocation handler the Lambda handler runs, its fan-out and hand-over invoking the
+    // function itself through the same client.
     for (const [name, consumer] of consumers) {
-      const sql = await as(DatabaseRoles.worker, options.workers + 1);
-      const deps = { sql, consumer, config, logger: logger('worker', name), metrics: new CapturingMetrics(metricLog, name) };
-      for (let i = 0; i < options.workers; i++) {
-        background.push(
-          (async () => {
-            while (!stopping) {
-              // One loop does the crash; the others wait for it (see above).
-              if ((i === 0 ? await crashFirst(name) : (pendingCrashes.get(name) ?? 0) > 0)) {
-                await sleep(options.tickMs);
-                continue;
-              }
-              const invocationEnds = performance.now() + INVOCATION_MS;
-              await invokeSafely(`worker ${name}`, deps.logger, async () => {
-                try {
-                  await runWorker({
-                    ...deps,
-                    owner: newOwnerId(`local-worker:${name}:${i}`),
-                    remainingMs: () => (stopping ? 0 : Math.max(0, invocationEnds - performance.now())),
-                  });
-                } finally {
-                  // As the worker handler does at the end of every invocation.
-                  deps.metrics.publishStoredMetrics();
-                }
-              });
-              await sleep(options.tickMs);
-            }
-          })(),
-        );
-      }
+      const functionName = workerFunctionOf(name);
+      const log = logger('worker', name);
+      const metrics = new CapturingMetrics(metricLog, name);
+      const noSlot = { count: 0 };
+      idleInvocations.set(name, noSlot);
+      const invoke = createWorkerInvocation({
+        sql: await as(DatabaseRoles.worker, options.workers + 2),
+        consumer,
+        config,
+        logger: log,
+        metrics,
+        self: { lambda: lambdaClient, functionName },
+      });
+      lambdaService.register({
+        name: functionName,
+        // As the worker handler does at the end of every invocation.
+        handler: async (event, context) => {
+          try {
+            const result = await invoke(event, context);
+            if (result.stoppedBy === 'no-slot') noSlot.count += 1;
+            return result;
+          } finally {
+            metrics.publishStoredMetrics();
+          }
+        },
+        // The CDK's default: the slots, plus one for an invocation that finds them all held.
+        reservedConcurrency: options.workers + 1,
+        timeoutMs: INVOCATION_MS,
+        maxEventAgeMs: MAX_EVENT_AGE_MS,
+        holdWhile: () => crashPending(name),
+        onError: reportFailure(`worker ${name}`, log),
+      });
+      // The schedule: an asynchronous invocation every tick. The run starts at some point of
+      // the schedule's period, as it would against a schedule that exists already: the first
+      // tick comes after a seeded fraction of the period, each consumer's its own.
+      background.push(
+        (async () => {
+          await pause(Math.floor(keyedDraw(options.seed, 'schedule', name) * options.tickMs));
+          while (!stopping) {
+            lambdaService.invokeAsync(functionName, { source: 'schedule' });
+            await pause(options.tickMs);
+          }
+        })(),
+      );
     }
 
     // Reaper: one loop for all consumers.
@@ -368,12 +472,15 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
               reaperQuarantined.set(c.consumerName, (reaperQuarantined.get(c.consumerName) ?? 0) + c.quarantined);
             }
           });
-          await sleep(options.tickMs);
+          await pause(options.tickMs);
         }
       })(),
     );
 
-    // Outbox relay: one loop, publishing to simulated topics (tools/local/relay.ts).
+    // Outbox relay: one loop, publishing to simulated topics (tools/local/relay.ts). It runs at
+    // the quick run's cadence even under steady load (--tick-ms 60000): what --rate measures is
+    // the workers' latency, and a relay ticking once a minute would only hold the run's end
+    // (every obligation published, its two crashes taken over) for minutes.
     const topics = new SimulatedTopics({ seed: options.seed, refuseRate: 0.05 });
     const relay = localRelay({
       sql: await client(2),
@@ -382,7 +489,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       logger: logger('relay'),
       metrics: new CapturingMetrics(metricLog),
       topics,
-      tickMs: options.tickMs,
+      tickMs: Math.min(options.tickMs, DEFAULT_OPTIONS.tickMs),
       invocationMs: INVOCATION_MS,
       crashes: 2,
       isStopping: () => stopping,
@@ -451,6 +558,26 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       ignored: total(name, MetricNames.EventsIgnored),
       reaped: reaped.get(name) ?? 0,
     }));
+    const workers: WorkerSummary[] = consumerNames.map((name) => {
+      const st = lambdaService.stats(workerFunctionOf(name));
+      return {
+        consumer: name,
+        invocations: st.started,
+        wokenByIngest: total(name, MetricNames.WakeUpsSent),
+        fannedOut: total(name, MetricNames.FanOutsSent),
+        handedOver: total(name, MetricNames.HandOversSent),
+        wakeUpFailures: total(name, MetricNames.WakeUpFailures),
+        noSlot: idleInvocations.get(name)!.count,
+        peakConcurrency: st.peakConcurrency,
+        throttled: st.throttled,
+        expired: st.expired,
+      };
+    });
+    const latency: ConsumerLatency[] = consumerNames.map((name) => {
+      const values = metricLog.values(name, MetricNames.ProcessingLatency).sort((a, b) => a - b);
+      const at = (p: number) => (values.length === 0 ? null : percentile(values, p));
+      return { consumer: name, rows: values.length, p50: at(50), p95: at(95), p99: at(99), max: values.at(-1) ?? null, inline: consumers.get(name)!.mode === 'inline' };
+    });
 
     // An interrupted run has not settled: every check would fail for that alone.
     const checks = interrupted
@@ -474,7 +601,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
     const ms = mappings.map((m) => m.mapping.stats);
     const sum = (f: (s: (typeof ms)[number]) => number) => ms.reduce((n, s) => n + f(s), 0);
-    out.write(`\n${summaryTable(summary)}\n\n`);
+    out.write(`\n${summaryTable(summary)}\n\n${latencyTable(latency)}\n\n`);
     out.write(
       `Mappings: ${plural(sum((s) => s.batches), 'batch', 'batches')} of up to ${options.batchSize} records, ${plural(sum((s) => s.records), 'record')} delivered ` +
         `(${sum((s) => s.redelivered).toLocaleString('en-US')} of them again), ${plural(sum((s) => s.injectedRedeliveries), 'commit')} lost on purpose, ` +
@@ -489,6 +616,15 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       `Outbox relay: ${plural(relay.stats.invocations, 'invocation')}, ${plural(relay.stats.published, 'event')} published, ` +
         `${plural(relay.stats.refused, 'send')} refused and retried, crashes ${relay.stats.crashes.map((c) => `${c.kind} (${plural(c.rows, 'row')})`).join(', ') || 'none'}` +
         `${relay.stats.crashesNotSimulated > 0 ? ` (${relay.stats.crashesNotSimulated} planned, nothing to abandon)` : ''}.\n`,
+    );
+    out.write(
+      `Workers (wake-ups ${options.wakeUps ? 'on' : 'off'}, at most ${options.workers} awake per consumer): ${workers
+        .map(
+          (w) =>
+            `${w.consumer} ${plural(w.invocations, 'invocation')} (${w.wokenByIngest} woken by ingest, ${w.fannedOut} fanned out, ${w.handedOver} handed over, ` +
+            `${w.wakeUpFailures} wake-ups failed; ${w.noSlot} found every slot held; at most ${w.peakConcurrency} running, ${w.throttled} throttled, ${w.expired} expired)`,
+        )
+        .join(' · ')}.\n`,
     );
     if (invocationErrors.size > 0) {
       out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);
@@ -515,7 +651,10 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       timeline: buildTimeline({ log: metricLog, faults, consumers: consumerNames, startedAt, endedAt: Date.now() }),
       outcome: interrupted ? 'interrupted' : failed.length === 0 ? 'passed' : 'failed',
       headline,
-      description: `npm start: seed ${options.seed}, ${options.events.toLocaleString('en-US')} events, ${options.partitions} partitions, ${options.workers} workers per consumer, tick ${options.tickMs} ms`,
+      description:
+        `npm start: seed ${options.seed}, ${options.events.toLocaleString('en-US')} events` +
+        (options.rate !== null ? ` at ${options.rate.toLocaleString('en-US')}/s` : '') +
+        `, ${options.partitions} partitions, at most ${options.workers} workers per consumer, tick ${options.tickMs} ms, wake-ups ${options.wakeUps ? 'on' : 'off'}`,
       summary,
       checks,
       generatedAt: new Date(),
@@ -539,6 +678,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       interrupted,
       checks,
       consumers: summary,
+      latency,
+      workers,
       stream: stream.counts,
       elapsedMs,
       ...(reported ? { reportFile: options.reportFile } : {}),
@@ -553,6 +694,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       interrupted: true,
       checks: [],
       consumers: [],
+      latency: [],
+      workers: [],
       stream: { events: 0, caseEvents: 0, payments: 0, duplicates: 0, poison: 0, invalid: 0, outOfOrderCases: 0, faults: 0 },
       elapsedMs: performance.now() - started,
     };

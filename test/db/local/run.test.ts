@@ -149,6 +149,68 @@ describe('runLocal', async () => {
   });
 });
 
+describe('runLocal under steady load', () => {
+  // 450 events over 3 s; the schedule at the production period: with this seed its first
+  // ticks come 24 s and more into the run, long after the stream, so the workers that drain
+  // it are the ones the ingest functions woke (and those hand over to).
+  const STEADY: LocalOptions = {
+    ...SMALL,
+    rate: 150,
+    durationSeconds: 3,
+    events: 450,
+    tickMs: 60_000,
+    batchingWindowMs: 200,
+    // A crashed worker's rows wait for the reaper's tick: a minute here.
+    crashes: 0,
+    timeoutSeconds: 40,
+  };
+
+  it('drains through wake-ups alone, prints received → processed per consumer, and passes every check', async () => {
+    const db = await createTestDatabase();
+    try {
+      let output = '';
+      const result = await runLocal({ ...STEADY, reportFile: join(outDir, 'steady.html') }, { databaseUrl: db.url, out: { write: (t) => void (output += t) } });
+
+      expect(result.checks.filter((c) => !c.ok)).toEqual([]);
+      expect(result.exitCode).toBe(0);
+      for (const consumer of ['case-projection', 'case-sla']) {
+        const latency = result.latency.find((l) => l.consumer === consumer)!;
+        expect(latency.rows, consumer).toBe(result.consumers.find((c) => c.consumer === consumer)!.processed + result.consumers.find((c) => c.consumer === consumer)!.ignored);
+        expect(latency.p50, consumer).not.toBeNull();
+        expect(latency.p50!).toBeLessThanOrEqual(latency.p95!);
+        expect(latency.p95!).toBeLessThanOrEqual(latency.p99!);
+        const workers = result.workers.find((w) => w.consumer === consumer)!;
+        expect(workers.wokenByIngest, consumer).toBeGreaterThan(0);
+        // Every invocation was a wake-up's (or one a woken worker sent): none was the schedule's.
+        expect(workers.invocations, consumer).toBe(workers.wokenByIngest + workers.fannedOut + workers.handedOver);
+      }
+      expect(output).toMatch(/received → processed, ms\s+rows\s+p50\s+p95\s+p99\s+max/);
+      expect(output).toMatch(/case-projection\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d,]+\s+[\d,]+\n/);
+      expect(output).toContain('Steady load: 150 events/s for 3 s; schedule every 60,000 ms');
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('with --no-wake-ups, sends none: the schedule alone starts the workers', async () => {
+    const db = await createTestDatabase();
+    try {
+      const result = await runLocal(
+        { ...STEADY, wakeUps: false, tickMs: 500, reportFile: join(outDir, 'steady-off.html') },
+        { databaseUrl: db.url, out: { write: () => {} } },
+      );
+
+      expect(result.checks.filter((c) => !c.ok)).toEqual([]);
+      for (const w of result.workers) {
+        expect(w, w.consumer).toMatchObject({ wokenByIngest: 0, fannedOut: 0, handedOver: 0, wakeUpFailures: 0 });
+        expect(w.invocations, w.consumer).toBeGreaterThan(0);
+      }
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
 describe('runLocal interrupted', () => {
   it('stops when its signal aborts, summarizes what ran, runs no checks and writes the report', async () => {
     const db = await createTestDatabase();

@@ -181,10 +181,23 @@ describe('relays that die, and relays that race', () => {
     const specs = Array.from({ length: 120 }, (_, i) => ({ aggregateId: `R${i % 30}` }));
     const rows = await insertOutboxRows(sql, specs);
     const producer = new CountingProducer({ delayMs: 5 });
+    // A relay sends one stretch at a time, each after the previous was acknowledged: two sends
+    // pending at once are two relays'. Until that happens every send waits, so the first relay
+    // cannot drain everything before the second has connected and claimed lanes of its own.
+    let pending = 0;
+    let bothSending!: () => void;
+    const gate = new Promise<void>((resolve) => (bothSending = resolve));
+    const racing = {
+      async publish(topic: string, messages: Parameters<CountingProducer['publish']>[1]) {
+        if (++pending === 2) bothSending();
+        await gate;
+        await producer.publish(topic, messages);
+      },
+    };
     const config = relayConfig({ batchSize: 8, runLength: 2 });
     const other = db.client({ max: 4 });
 
-    const [a, b] = await Promise.all([relay(sql, producer, { config }), relay(other, producer, { config })]);
+    const [a, b] = await Promise.all([relay(sql, racing, { config }), relay(other, racing, { config })]);
 
     expect(a.published + b.published).toBe(120);
     expect(a.published).toBeGreaterThan(0);

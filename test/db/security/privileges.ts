@@ -74,6 +74,21 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
     [reaper]: { select: true, insert: true, update: ['due_at', 'held_by', 'updated_at'] },
     [ops]: { select: true },
   },
+  // Who is awake per consumer (migration 0060): ingest's wake-up gate reserves slot 1,
+  // workers take, renew, leave and reserve slots.
+  'integration.consumer_worker_slot': {
+    [ingest]: {
+      select: ['consumer_name', 'slot_no', 'held_until'],
+      insert: ['consumer_name', 'slot_no', 'held_by', 'held_until', 'updated_at'],
+      update: ['held_by', 'held_until', 'updated_at'],
+    },
+    [ingestInline]: {
+      select: ['consumer_name', 'slot_no', 'held_until'],
+      insert: ['consumer_name', 'slot_no', 'held_by', 'held_until', 'updated_at'],
+      update: ['held_by', 'held_until', 'updated_at'],
+    },
+    [worker]: { select: true, insert: ['consumer_name', 'slot_no'], update: ['held_by', 'held_until', 'updated_at'] },
+  },
   'integration.operator_audit': {
     [ops]: { select: true, insert: true },
   },

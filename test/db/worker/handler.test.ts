@@ -16,6 +16,8 @@ describe('worker handler', () => {
   process.env.DATABASE_URL = db.urlAs(DatabaseRoles.worker);
   process.env.CONSUMER_NAME = 'case-projection';
   process.env.LOG_LEVEL = 'SILENT';
+  // Stop at the first empty claim instead of staying awake for the default idle interval.
+  process.env.WORKER_IDLE_MS = '0';
   afterAll(async () => {
     await (await getSql(loadConfig().database)).end({ timeout: 5 });
   });
@@ -30,7 +32,10 @@ describe('worker handler', () => {
 
     const result = await handler({}, { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 60_000 } as never);
 
-    expect(result).toEqual({ claimed: 2, processed: 2, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0 });
+    expect(result).toEqual({
+      claimed: 2, processed: 2, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0,
+      stoppedBy: 'idle', slot: 1, fannedOut: 0, handedOver: false,
+    });
     const rows = await db.sql<{ consumer_name: string; status: string }[]>`
       select consumer_name, status from integration.consumer_inbox order by consumer_name, status`;
     expect(rows).toEqual([
@@ -38,5 +43,7 @@ describe('worker handler', () => {
       { consumer_name: 'case-projection', status: 'PROCESSED' },
       { consumer_name: 'case-sla', status: 'RECEIVED' },
     ]);
+    // Its slot is free again: the next ingest batch may wake a worker.
+    expect(await db.sql`select slot_no, held_by from integration.consumer_worker_slot where consumer_name = 'case-projection' and held_by is not null`).toEqual([]);
   });
 });

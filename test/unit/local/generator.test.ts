@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CASE_EVENTS_TOPIC, CASE_STATUS_CHANGED } from '../../../functions/consumers/case-projection';
+import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, CASE_STATUS_CHANGED } from '../../../functions/consumers/case-projection';
 import { PAYMENT_COMPLETED } from '../../../functions/consumers/notification-service';
 import {
   CASE_PROJECTION,
@@ -96,6 +96,26 @@ describe('generateStream', () => {
       if (applied < chain.length) cutShort += 1;
     }
     expect(cutShort).toBeGreaterThan(0);
+  });
+
+  it('quarantines no case-sla acceptance that has status changes behind it (they would be held for an operator)', () => {
+    const s = generateStream({ ...options, permanentRate: 0.5 });
+    const chains = new Map<string, number>();
+    const acceptances = new Map<string, string>();
+    for (const { r } of allRecords(s)) {
+      if (r.label.kind !== 'event' || r.value === null) continue;
+      const envelope = JSON.parse(r.value.toString()) as { eventId: string; eventType: string; aggregateId: string };
+      if (!envelope.aggregateId?.startsWith('case_')) continue;
+      chains.set(envelope.aggregateId, (chains.get(envelope.aggregateId) ?? 0) + 1);
+      if (envelope.eventType === CASE_ACCEPTED) acceptances.set(envelope.eventId, envelope.aggregateId);
+    }
+    let faulted = 0;
+    for (const [eventId, fault] of s.faults.get(CASE_SLA)!) {
+      if (fault.kind === 'transient') continue;
+      faulted += 1;
+      expect(chains.get(acceptances.get(eventId)!), eventId).toBe(1);
+    }
+    expect(faulted).toBeGreaterThan(0);
   });
 
   it('never injects a fault into a status change of case-sla (it ignores them)', () => {

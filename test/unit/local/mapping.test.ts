@@ -154,4 +154,49 @@ describe('readFailures', () => {
   it('rejects an offset outside the batch', () => {
     expect(readFailures({ batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 20 } }] }, TOPIC, slices)).toBeUndefined();
   });
+
+  it('steady load: delivers a record only once its producer has written it', async () => {
+    const r = recorder(ok);
+    let written = 3;
+    const m = mapping({
+      partitions: [log(6).map((rec, i) => ({ ...rec, timestamp: i }))],
+      batchSize: 100,
+      releasedAt: (timestamp) => (timestamp < written ? 0 : Infinity),
+      invoke: r.invoke,
+    });
+
+    const running = m.run();
+    while (m.committed[0]! < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    const beforeTheRest = deliveredPerPartition(r.deliveries, 0).flat();
+    written = 6;
+    await running;
+
+    expect(beforeTheRest).toEqual([0, 1, 2]);
+    expect(deliveredPerPartition(r.deliveries, 0).flat()).toEqual([0, 1, 2, 3, 4, 5]);
+    expect(m.committed).toEqual([6]);
+  });
+
+  it('steady load: a partial batch waits for the batching window, a full one goes at once', async () => {
+    const r = recorder(ok);
+    const released: number[] = [performance.now(), Infinity, Infinity, Infinity];
+    const m = mapping({
+      partitions: [log(4).map((rec, i) => ({ ...rec, timestamp: i }))],
+      batchSize: 3,
+      releasedAt: (timestamp) => released[timestamp]!,
+      batchingWindowMs: 60_000,
+      invoke: r.invoke,
+    });
+
+    const running = m.run();
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const whileAlone = r.deliveries.length;
+    released[1] = released[2] = performance.now();
+    while (m.committed[0]! < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    // The last record, alone again: written a whole window ago, so it goes.
+    released[3] = performance.now() - 60_000;
+    await running;
+
+    expect(whileAlone).toBe(0);
+    expect(deliveredPerPartition(r.deliveries, 0)).toEqual([[0, 1, 2], [3]]);
+  });
 });
