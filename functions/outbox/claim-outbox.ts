@@ -24,6 +24,7 @@
  *   (locked_by, lease_expires_at), and every later change is fenced on that owner.
  */
 import type { Queryable } from '../lib/db';
+import { planOpaque } from '../inbox/plan-opaque';
 import type { OutboxRow } from './types';
 
 export interface ClaimedOutboxLane {
@@ -55,10 +56,15 @@ export interface OutboxClaimOptions {
 type ClaimRecord = OutboxRow & { lane_no: number; pos: number; more: boolean; deferred_lanes: number };
 
 export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Promise<OutboxClaim> {
+  return toClaim(await claimOutboxStatement(q, options));
+}
+
+/** The claim's statement, not yet sent (tests EXPLAIN it). */
+export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) {
   const { owner, limit } = options;
   const runLimit = Math.max(1, Math.min(options.runLimit, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
-  const records = await q<ClaimRecord[]>`
+  return q<ClaimRecord[]>`
     with lanes as materialized (
       select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id,
              row_number() over (order by coalesce(l.due_at, l.lease_expires_at), l.aggregate_type, l.aggregate_id) as lane_no
@@ -99,28 +105,38 @@ export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Pr
     lane_view as materialized (
       select w.lane_no,
              coalesce(min(w.pos) filter (where not w.due), count(*) + 1) - 1 as clear_rows,
-             min(w.due_at) filter (where w.pos = 1) as head_due_at
+             min(w.due_at) filter (where w.pos = 1) as head_due_at,
+             count(*) as seen_rows
       from window_rows w
       group by w.lane_no
     ),
+    -- The runs, cut at the claim's limit; a lane has more to publish when its window saw a
+    -- row after the last one taken (positions are 1, 2, … seen_rows).
     taken as materialized (
-      select r.outbox_seq, r.lane_no, r.pos
+      select r.outbox_seq, r.lane_no, r.pos,
+             r.seen_rows > max(r.pos) over (partition by r.lane_no) as more
       from (
-        select w.outbox_seq, w.lane_no, w.pos, row_number() over (order by w.lane_no, w.pos) as n
+        select w.outbox_seq, w.lane_no, w.pos, v.seen_rows, row_number() over (order by w.lane_no, w.pos) as n
         from window_rows w
         join lane_view v on v.lane_no = w.lane_no
         where w.pos <= least(v.clear_rows, ${runLimit})
       ) r
       where r.n <= ${limit}
     ),
+    -- Each taken row by its primary key, its lane and place carried along: a join of the
+    -- returned rows to taken afterwards would compare every pair (planned on a CTE's
+    -- estimate of a few rows, it runs as a nested loop: quadratic in the batch). The state
+    -- check is opaque (plan-opaque.ts), so that the only index the join can use is the key:
+    -- written plainly, it lets the planner read every unpublished row for each taken one.
     claimed as (
       update integration.outbox o
       set claimed_by = ${owner}, claimed_at = now()
-      where o.outbox_seq = any(array(select t.outbox_seq from taken t))
-        and o.published_at is null
+      from taken t
+      where o.outbox_seq = t.outbox_seq
+        and ${planOpaque(q, q`o.published_at is null`)}
       returning o.outbox_seq, o.event_id::text, o.consumer_name, o.source_event_id, o.ordinal, o.topic_name,
                 o.event_type, o.event_version, o.aggregate_type, o.aggregate_id, o.producer, o.correlation_id,
-                o.occurred_at, o.payload, o.attempt_count
+                o.occurred_at, o.payload, o.attempt_count, t.lane_no, t.pos, t.more
     ),
     locked as (
       update integration.outbox_lane l
@@ -144,18 +160,13 @@ export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Pr
           select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no)))
     )
     -- One row even when nothing was claimed, to carry the corrected lanes' count.
-    select x.*, d.deferred_lanes
+    select c.*, d.deferred_lanes
     from (select count(*)::int as deferred_lanes from corrected) d
-    left join lateral (
-      select c.*, t.lane_no, t.pos,
-             exists (select 1 from window_rows nx
-                     where nx.lane_no = t.lane_no
-                       and nx.pos = (select max(t2.pos) from taken t2 where t2.lane_no = t.lane_no) + 1) as more
-      from claimed c
-      join taken t on t.outbox_seq = c.outbox_seq
-    ) x on true
-    order by x.lane_no, x.pos`;
+    left join claimed c on true
+    order by c.lane_no, c.pos`;
+}
 
+function toClaim(records: readonly ClaimRecord[]): OutboxClaim {
   const lanes: ClaimedOutboxLane[] = [];
   const rows: OutboxRow[] = [];
   let currentNo = -1;
