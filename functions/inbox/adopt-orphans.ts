@@ -9,7 +9,13 @@ import type { Queryable } from '../lib/db';
  * triggers disabled, or a bug, left behind). Reads at most `window` of
  * the oldest RECEIVED rows and of the due RETRY_PENDING rows, through seed 000's
  * consumer_inbox_retry_idx (equality on consumer and status, ordered by its remaining
- * key), and probes the lanes' primary key for each. Returns the number of lanes created.
+ * key), and offers each aggregate a lane. Returns the number of lanes created.
+ *
+ * Which of them already have one is left to ON CONFLICT: its check is a probe of the
+ * lanes' primary key for each row, whatever the statistics. Written as NOT EXISTS, it was
+ * planned on statistics taken before the backlog ("a few lanes") as a nested loop over all
+ * the consumer's lanes for each row: with 10,000 lanes, 200,000 comparisons a run; with a
+ * million (a backlog after an outage), a billion. An existing lane is not written.
  */
 export async function adoptOrphans(q: Queryable, consumerName: string, window: number): Promise<number> {
   const result = await q`
@@ -28,9 +34,6 @@ export async function adoptOrphans(q: Queryable, consumerName: string, window: n
        order by a.next_attempt_at, a.received_at
        limit ${window})
     ) w
-    where not exists (
-      select 1 from integration.consumer_lane x
-      where x.consumer_name = ${consumerName} and x.aggregate_type = w.aggregate_type and x.aggregate_id = w.aggregate_id)
     order by w.aggregate_type, w.aggregate_id
     on conflict (consumer_name, aggregate_type, aggregate_id) do nothing`;
   return result.count;

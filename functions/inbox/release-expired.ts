@@ -55,9 +55,13 @@ export async function releaseExpired(
         lease_expires_at = null,
         updated_at = now()
     where inbox_id = any(array(
+        -- Read from consumer_inbox_in_flight_lane_idx (PROCESSING rows only, a few batches).
+        -- The consumer is an opaque filter (plan-opaque.ts): plain, it let the planner, on
+        -- statistics taken before a backlog, AND the consumer's dedupe-key entries (every row
+        -- it ever stored) with the open-row index (the whole backlog) instead.
         select inbox_id
         from integration.consumer_inbox
-        where consumer_name = ${consumerName}
+        where ${planOpaque(q, q`consumer_name = ${consumerName}`)}
           and status = 'PROCESSING'
           and lease_expires_at < now()
         order by lease_expires_at

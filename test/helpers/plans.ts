@@ -70,6 +70,35 @@ async function planOf(db: TestDatabase, statement: Captured): Promise<PlanNode[]
   return nodes(row!['QUERY PLAN'][0].Plan);
 }
 
+/**
+ * Run `act`, then EXPLAIN ANALYZE each statement it sent, as sent: the plans of a second
+ * execution. For statements whose second run does what the first did (a check, or a
+ * change that the first run left nothing for).
+ *
+ * `generic`: the plan a prepared statement settles on after its first five runs (postgres.js
+ * prepares every statement unless DB_PREPARE=false), made for any parameter value; the
+ * reaper and the workers run the same statements every minute, so this is the plan they use.
+ */
+export async function analyzedPlans(
+  db: TestDatabase,
+  act: (sql: Sql) => Promise<unknown>,
+  options: { role?: DatabaseRole; generic?: boolean } = {},
+): Promise<PlanNode[]> {
+  const statements = await capture(db, act, options.role);
+  const plans: PlanNode[] = [];
+  await db.sql.begin(async (tx) => {
+    if (options.generic) await tx`set local plan_cache_mode = force_generic_plan`;
+    for (const statement of statements) {
+      const [row] = await tx.unsafe<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>(
+        `explain (analyze, format json) ${statement.query}`,
+        statement.parameters as never[],
+      );
+      plans.push(row!['QUERY PLAN'][0].Plan);
+    }
+  });
+  return plans;
+}
+
 const TABLES = ['consumer_inbox', 'consumer_raw_poison'];
 
 /** Every statement `act` sends reads the inbox and poison tables through indexes, these among them. */

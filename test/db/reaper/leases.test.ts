@@ -3,6 +3,8 @@ import { completeRows } from '../../../functions/inbox/complete';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertInboxRows } from '../../helpers/factories';
 import { reap } from './support';
+import { releaseExpired } from '../../../functions/inbox/release-expired';
+import { analyzedPlans, nodes } from '../../helpers/plans';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
@@ -142,5 +144,26 @@ describe('reaper: expired leases', () => {
 
     expect(result).toMatchObject({ released: 0, complete: false });
     expect((await row(stale.inbox_id)).status).toBe('PROCESSING');
+  });
+});
+
+describe('reaper: expired leases under a backlog the statistics have not seen', () => {
+  it('reads the in-flight index, never the consumer’s every row or the whole backlog, custom plan or generic', async () => {
+    await db.sql`delete from integration.consumer_inbox`;
+    await db.sql`delete from integration.consumer_lane`;
+    await insertInboxRows(db.sql, Array.from({ length: 20 }, () => ({})));
+    await db.sql`analyze integration.consumer_inbox`;
+    await insertInboxRows(db.sql, [
+      ...Array.from({ length: 5000 }, () => ({})),
+      ...Array.from({ length: 10 }, () => ({ status: 'PROCESSING' as const, leaseExpiresInSeconds: -60 })),
+    ]);
+
+    for (const generic of [false, true]) {
+      const plans = await analyzedPlans(db, (q) => releaseExpired(q, 'case-projection', 10, 1000), { role: DatabaseRoles.reaper, generic });
+      const indexes = plans.flatMap(nodes).map((n) => n['Index Name']).filter((i) => i !== undefined);
+      expect(indexes, `generic plan: ${generic}`).toContain('consumer_inbox_in_flight_lane_idx');
+      expect(indexes, `generic plan: ${generic}`).not.toContain('consumer_inbox_unique_event_per_consumer_uk');
+      expect(indexes, `generic plan: ${generic}`).not.toContain('consumer_inbox_open_lane_idx');
+    }
   });
 });
