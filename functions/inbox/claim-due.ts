@@ -36,6 +36,14 @@
  * - Runs. One lane gives up to runLimit consecutive rows, processed in order in one batch
  *   (process-batch.ts); a hot aggregate no longer costs a claim per row.
  *
+ * - Work in proportion to the batch. The CTEs' row estimates are guesses (a few rows), and
+ *   a join of two of them is planned as a nested loop comparing every row of one with
+ *   every row of the other. So no step joins two: every lane looked at has a row in
+ *   window_rows (an empty one when it is in flight or has nothing open), what a lane's rows
+ *   say is computed over them by window functions, and the claimed rows carry their lane
+ *   and place out of the update. test/db/worker/claim-plan.test.ts bounds the rows the
+ *   plan visits per claimed row as well as its buffers.
+ *
  * - What the lane says afterwards: a lane whose rows were all taken is deleted; one with
  *   rows left behind its run, or whose aggregate is in flight, waits (due_at null) until a
  *   row leaves PROCESSING; one whose head backs off is due when the head is. Held lanes
@@ -80,7 +88,7 @@ export interface ClaimOptions {
   leaseSeconds: number;
 }
 
-type ClaimRecord = ClaimedRow & { lane_no: number; deferred_lanes: number };
+type ClaimRecord = ClaimedRow & { lane_no: number; pos: number; deferred_lanes: number };
 
 export async function claimDue(q: Queryable, options: ClaimOptions): Promise<Claim> {
   return toClaim(await claimStatement(q, options));
@@ -117,44 +125,56 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
     ),
     -- Each lane's first open rows in head order: one more than a run, to see whether
     -- anything follows it. The condition (statuses included) and the ORDER BY are
-    -- consumer_inbox_open_lane_idx's (migration 0050 says why).
+    -- consumer_inbox_open_lane_idx's (migration 0050 says why). A lane in flight is not
+    -- read, and a lane in flight or without open rows gives one empty row: every lane
+    -- looked at is here, so that what follows reads one CTE and never joins two (planned
+    -- on a CTE's estimate of a few rows, such a join runs as a nested loop, comparing every
+    -- lane with every row: quadratic in the batch).
     window_rows as materialized (
-      select g.lane_no, r.inbox_id, r.status,
+      select g.lane_no, g.lane_ctid, g.in_flight as lane_in_flight, r.inbox_id, r.status,
              row_number() over (partition by g.lane_no order by r.aggregate_version, r.received_at, r.offset_no) as pos,
              r.status = 'RECEIVED' or (r.status = 'RETRY_PENDING' and r.next_attempt_at <= now()) as due,
              coalesce(r.next_attempt_at, now()) as due_at
       from lanes g
-      cross join lateral (
+      left join lateral (
         select d.inbox_id, d.status, d.next_attempt_at, d.aggregate_version, d.received_at, d.offset_no
         from integration.consumer_inbox d
-        where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
+        where not g.in_flight
+          and array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
           and d.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
         order by d.aggregate_version, d.received_at, d.offset_no
         limit ${runLimit + 1}
-      ) r
-      where not g.in_flight
+      ) r on true
     ),
-    lane_view as materialized (
-      select w.lane_no,
+    -- What each lane's rows say, on every row of the lane.
+    lane_rows as materialized (
+      select w.*,
              -- the run: due rows from the head on, up to the first that is not due
-             coalesce(min(w.pos) filter (where not w.due), count(*) + 1) - 1 as clear_rows,
-             count(*) filter (where w.status <> 'PROCESSING') as queued_rows,
-             bool_or(w.status = 'PROCESSING') as in_flight,
-             min(w.due_at) filter (where w.pos = 1) as head_due_at
+             coalesce(min(w.pos) filter (where not w.due) over lane, count(w.inbox_id) over lane + 1) - 1 as clear_rows,
+             count(w.inbox_id) over lane as open_rows,
+             count(w.inbox_id) filter (where w.status <> 'PROCESSING') over lane as queued_rows,
+             coalesce(bool_or(w.status = 'PROCESSING') over lane, false) as rows_in_flight,
+             min(w.due_at) filter (where w.pos = 1) over lane as head_due_at
       from window_rows w
-      group by w.lane_no
+      window lane as (partition by w.lane_no)
     ),
-    run as materialized (
-      select w.inbox_id, w.lane_no, w.pos
-      from window_rows w
-      join lane_view v on v.lane_no = w.lane_no
-      where not v.in_flight and w.pos <= least(v.clear_rows, ${runLimit})
+    -- The runs, lane by lane, cut at the claim's limit.
+    picked as materialized (
+      select r.*,
+             r.in_run and sum(r.in_run::int) over (order by r.lane_no, r.pos rows between unbounded preceding and current row) <= ${limit} as taken
+      from (
+        select l.*,
+               l.inbox_id is not null and not l.lane_in_flight and not l.rows_in_flight
+                 and l.pos <= least(l.clear_rows, ${runLimit}) as in_run
+        from lane_rows l
+      ) r
     ),
-    taken as materialized (
-      select r.inbox_id, r.lane_no, r.pos
-      from (select r.*, row_number() over (order by r.lane_no, r.pos) as n from run r) r
-      where r.n <= ${limit}
+    lane_state as materialized (
+      select p.*, count(*) filter (where p.taken) over (partition by p.lane_no) as taken_rows
+      from picked p
     ),
+    -- Each taken row by its primary key, its lane and place carried along (joined back
+    -- afterwards, every claimed row would be compared with every taken one).
     claimed as (
       update integration.consumer_inbox i
       set status = 'PROCESSING',
@@ -163,35 +183,38 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
           locked_at = now(),
           lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
           updated_at = now()
-      where i.inbox_id = any(array(select inbox_id from taken))
-        -- Not a plain IN list: it would let consumer_inbox_retry_idx (every due row) join
-        -- the primary-key lookups in a bitmap AND (plan-opaque.ts).
+      from lane_state t
+      where t.taken
+        and i.inbox_id = t.inbox_id
+        -- Opaque, so that the key is the only index the join can use: as a plain status
+        -- test it would let consumer_inbox_retry_idx (every due row) join the key lookups
+        -- in a bitmap AND (plan-opaque.ts).
         and ${planOpaque(q, q`i.status in ('RECEIVED', 'RETRY_PENDING')`)}
       returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.event_version,
                 i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
                 i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,
                 i.received_at, i.status, i.attempt_count, i.next_attempt_at, i.locked_by, i.locked_at,
                 i.lease_expires_at, i.error_code, i.payload,
-                extract(epoch from now() - i.received_at)::float8 as waited_seconds
+                extract(epoch from now() - i.received_at)::float8 as waited_seconds,
+                t.lane_no, t.pos
     ),
-    -- Each lane looked at, and what it says from now on. Lanes cut off by the batch limit
-    -- (due rows, none taken, not in flight) stay as they are: due.
+    -- Each lane looked at (its first row), and what it says from now on. Lanes cut off by
+    -- the batch limit (due rows, none taken, not in flight) stay as they are: due.
     outcome as materialized (
-      select g.lane_ctid,
+      select l.lane_ctid,
              case
                -- every queued row taken: nothing left to look at until something is queued
-               when t.taken > 0 and t.taken = coalesce(v.queued_rows, 0) then 'delete'
+               when l.taken_rows > 0 and l.taken_rows = l.queued_rows then 'delete'
                -- rows wait behind the run, or behind rows in flight: until a row leaves PROCESSING
-               when t.taken > 0 or g.in_flight or v.in_flight then 'wait'
+               when l.taken_rows > 0 or l.lane_in_flight or l.rows_in_flight then 'wait'
                -- nothing queued, nothing in flight
-               when v.lane_no is null then 'delete'
+               when l.open_rows = 0 then 'delete'
                -- its head backs off
-               when v.clear_rows = 0 then 'head'
+               when l.clear_rows = 0 then 'head'
              end as action,
-             v.head_due_at
-      from lanes g
-      left join lane_view v on v.lane_no = g.lane_no
-      cross join lateral (select count(*) as taken from taken x where x.lane_no = g.lane_no) t
+             l.head_due_at
+      from lane_state l
+      where l.pos = 1
     ),
     emptied as (
       delete from integration.consumer_lane l
@@ -206,10 +229,10 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       returning 1
     )
     -- One row at least, so that a claim that took nothing still says how many lanes it put right.
-    select c.*, t.lane_no, s.n as deferred_lanes
+    select c.*, s.n as deferred_lanes
     from (select count(*)::int as n from set_aside) s
-    left join (claimed c join taken t on t.inbox_id = c.inbox_id) on true
-    order by t.lane_no, t.pos`;
+    left join claimed c on true
+    order by c.lane_no, c.pos`;
 }
 
 function toClaim(records: readonly ClaimRecord[]): Claim {
@@ -219,7 +242,7 @@ function toClaim(records: readonly ClaimRecord[]): Claim {
   let currentNo = -1;
   for (const record of records) {
     if (record.inbox_id === null) continue; // the claim took nothing
-    const { lane_no: laneNo, deferred_lanes: _deferred, ...row } = record;
+    const { lane_no: laneNo, pos: _pos, deferred_lanes: _deferred, ...row } = record;
     if (laneNo !== currentNo) {
       current = { aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [] };
       lanes.push(current);
