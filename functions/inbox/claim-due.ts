@@ -158,15 +158,22 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       from window_rows w
       window lane as (partition by w.lane_no)
     ),
-    -- The runs, lane by lane, cut at the claim's limit.
+    -- The runs, lane by lane, cut at the claim's limit. A run is at most the batch's share
+    -- of the lanes that have one (and at most runLimit), so that a batch is spread over as
+    -- many aggregates as it can be: its stages are the rows of its longest run, each stage
+    -- a round trip (process-batch.ts).
     picked as materialized (
       select r.*,
              r.in_run and sum(r.in_run::int) over (order by r.lane_no, r.pos rows between unbounded preceding and current row) <= ${limit} as taken
       from (
         select l.*,
                l.inbox_id is not null and not l.lane_in_flight and not l.rows_in_flight
-                 and l.pos <= least(l.clear_rows, ${runLimit}) as in_run
-        from lane_rows l
+                 and l.pos <= least(l.clear_rows, ${runLimit}, ceil(${limit}::numeric / greatest(l.runnable_lanes, 1))) as in_run
+        from (
+          select l.*,
+                 count(*) filter (where l.pos = 1 and l.clear_rows > 0 and not l.lane_in_flight and not l.rows_in_flight) over () as runnable_lanes
+          from lane_rows l
+        ) l
       ) r
     ),
     lane_state as materialized (

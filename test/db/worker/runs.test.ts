@@ -104,6 +104,29 @@ describe('runs', () => {
     expect(await applied('agg_long')).toEqual(rows.map((r) => r.event_id));
   });
 
+  it('a batch is shared out over the lanes that have runs: each run at most its share, so the batch has as few stages as it can', async () => {
+    // 5 aggregates × 6 due rows, batch 10, run length 20: runs of 2 (10 / 5), not one run of 6 and one of 4.
+    const aggregates = ['agg_a', 'agg_b', 'agg_c', 'agg_d', 'agg_e'];
+    await insertInboxRows(sql, aggregates.flatMap((a, i) => Array.from({ length: 6 }, (_, k) => note(a, 100 - k * 10 - i))));
+
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('runs'), limit: 10, runLimit: 20, leaseSeconds: 60 });
+
+    expect(claim.lanes.map((l) => [l.aggregateId, l.rows.length])).toEqual(aggregates.map((a) => [a, 2]));
+    // Each lane's rows are its head run, in order.
+    for (const lane of claim.lanes) {
+      const [first, second] = await states(lane.aggregateId);
+      expect(lane.rows.map((r) => r.event_id)).toEqual([first!.event_id, second!.event_id]);
+    }
+  });
+
+  it('one aggregate alone gets a run of the run length, not more', async () => {
+    await insertInboxRows(sql, Array.from({ length: 30 }, (_, k) => note('agg_alone', 100 - k)));
+
+    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('runs'), limit: 100, runLimit: 20, leaseSeconds: 60 });
+
+    expect(claim.rows).toHaveLength(20);
+  });
+
   it('a transient failure mid-run: the rows before it are applied, it retries, the rows after it go back untouched', async () => {
     const [a, b, c, d] = await insertInboxRows(sql, [
       note('agg_t', 40),
