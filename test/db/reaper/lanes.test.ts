@@ -6,6 +6,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { claimDue } from '../../../functions/inbox/claim-due';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { analyzedPlans, rowsVisited } from '../../helpers/plans';
@@ -70,6 +71,58 @@ describe('reaper: lanes', () => {
 
     expect(await lane('case_orphan')).toEqual({ held_by: null, due: true });
     expect(await work(asWorker, caseProjection)).toMatchObject({ claimed: 1, processed: 1 });
+  });
+
+  /** Hold `statements` open in a transaction of another session while `during` runs. */
+  async function whileHeld(statements: (tx: Sql) => Promise<unknown>, during: () => Promise<number>) {
+    const holder = db.client({ max: 1 });
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    let holding!: () => void;
+    const held = new Promise<void>((r) => (holding = r));
+    const tx = holder.begin(async (t) => {
+      await statements(t as unknown as Sql);
+      holding();
+      await released;
+    });
+    try {
+      await held;
+      const adopting = during();
+      const waited = await Promise.race([adopting.then(() => false), new Promise<boolean>((r) => setTimeout(() => r(true), 500))]);
+      release();
+      await tx;
+      return { waited, adopted: await adopting };
+    } finally {
+      release();
+      await holder.end();
+    }
+  }
+
+  it('a claim in progress (rows to PROCESSING, lane deleted): nothing adopted, and no wait for it', async () => {
+    await insertInboxRows(sql, [accepted('case_claimed')]);
+
+    const result = await whileHeld(
+      async (t) => {
+        await t`update integration.consumer_inbox set status = 'PROCESSING', locked_by = 'w', locked_at = now(),
+                  lease_expires_at = now() + interval '1 minute', attempt_count = 1 where aggregate_id = 'case_claimed'`;
+        await t`delete from integration.consumer_lane where aggregate_id = 'case_claimed'`;
+      },
+      () => adoptOrphans(asReaper, 'case-projection', 100),
+    );
+
+    expect(result).toEqual({ waited: false, adopted: 0 });
+    expect(await lane('case_claimed')).toBeUndefined();
+  });
+
+  it('a lane being written by another transaction (a worker waking it): no wait, nothing adopted', async () => {
+    await insertInboxRows(sql, [accepted('case_woken')]);
+
+    const result = await whileHeld(
+      (t) => t`update integration.consumer_lane set due_at = now(), updated_at = now() where aggregate_id = 'case_woken'`,
+      () => adoptOrphans(asReaper, 'case-projection', 100),
+    );
+
+    expect(result).toEqual({ waited: false, adopted: 0 });
   });
 
   it('leaves the lanes that exist as they are, and looks each one up by its key whatever the statistics', async () => {
