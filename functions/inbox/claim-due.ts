@@ -40,9 +40,10 @@
  *   a join of two of them is planned as a nested loop comparing every row of one with
  *   every row of the other. So no step joins two: every lane looked at has a row in
  *   window_rows (an empty one when it is in flight or has nothing open), what a lane's rows
- *   say is computed over them by window functions, and the claimed rows carry their lane
- *   and place out of the update. test/db/worker/claim-plan.test.ts bounds the rows the
- *   plan visits per claimed row as well as its buffers.
+ *   say is computed over them by window functions, and the claimed rows are put in claim
+ *   order by their key's place in one array of the taken keys (the update finds them by
+ *   that array alone: primary-key lookups). test/db/worker/claim-plan.test.ts bounds the
+ *   rows the plan visits per claimed row as well as its buffers.
  *
  * - What the lane says afterwards: a lane whose rows were all taken is deleted; one with
  *   rows left behind its run, or whose aggregate is in flight, waits (due_at null) until a
@@ -88,7 +89,7 @@ export interface ClaimOptions {
   leaseSeconds: number;
 }
 
-type ClaimRecord = ClaimedRow & { lane_no: number; pos: number; deferred_lanes: number };
+type ClaimRecord = ClaimedRow & { deferred_lanes: number };
 
 export async function claimDue(q: Queryable, options: ClaimOptions): Promise<Claim> {
   return toClaim(await claimStatement(q, options));
@@ -113,15 +114,22 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
     -- FOR UPDATE locks a lane's latest version, which may be newer than this statement's
     -- snapshot (a writer queued or finished rows of it since): such a lane is left as it
     -- is this time. A version the snapshot sees is found again by its ctid; a newer one is not.
+    -- Both lookups are LATERAL with LIMIT 1: a probe per lane, which the planner can
+    -- neither hash (an EXISTS in the select list may become one scan of every row in
+    -- flight or queued, hashed) nor turn into a join reading the whole lane table, whatever
+    -- it guesses of the lanes' number.
     lanes as materialized (
       select g.lane_ctid, g.aggregate_type, g.aggregate_id,
              row_number() over (order by g.due_at, g.aggregate_type, g.aggregate_id) as lane_no,
-             exists (
-               select 1 from integration.consumer_inbox p
-               where array[p.consumer_name, p.aggregate_type, p.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
-                 and p.status = 'PROCESSING') as in_flight
+             f.found is not null as in_flight
       from locked_lanes g
-      where exists (select 1 from integration.consumer_lane s where s.ctid = g.lane_ctid)
+      cross join lateral (select 1 from integration.consumer_lane s where s.ctid = g.lane_ctid limit 1) seen
+      left join lateral (
+        select 1 as found from integration.consumer_inbox p
+        where array[p.consumer_name, p.aggregate_type, p.aggregate_id] = array[${consumerName}::text, g.aggregate_type, g.aggregate_id]
+          and p.status = 'PROCESSING'
+        limit 1
+      ) f on true
     ),
     -- Each lane's first open rows in head order: one more than a run, to see whether
     -- anything follows it. The condition (statuses included) and the ORDER BY are
@@ -180,8 +188,13 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       select p.*, count(*) filter (where p.taken) over (partition by p.lane_no) as taken_rows
       from picked p
     ),
-    -- Each taken row by its primary key, its lane and place carried along (joined back
-    -- afterwards, every claimed row would be compared with every taken one).
+    -- The taken rows' keys in claim order (lane, then place in its run): the update finds
+    -- its rows by primary key alone, and the result is ordered by the key's position here
+    -- (joined back to lane_state instead, every claimed row would be compared with every
+    -- row of it: a nested loop, planned on the CTEs' guessed few rows).
+    taken_ids as materialized (
+      select array(select t.inbox_id from lane_state t where t.taken order by t.lane_no, t.pos) as ids
+    ),
     claimed as (
       update integration.consumer_inbox i
       set status = 'PROCESSING',
@@ -190,20 +203,16 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
           locked_at = now(),
           lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
           updated_at = now()
-      from lane_state t
-      where t.taken
-        and i.inbox_id = t.inbox_id
-        -- Opaque, so that the key is the only index the join can use: as a plain status
-        -- test it would let consumer_inbox_retry_idx (every due row) join the key lookups
-        -- in a bitmap AND (plan-opaque.ts).
+      where i.inbox_id = any((select x.ids from taken_ids x)::uuid[])
+        -- Not a plain IN list: it would let consumer_inbox_retry_idx (every due row) join
+        -- the primary-key lookups in a bitmap AND (plan-opaque.ts).
         and ${planOpaque(q, q`i.status in ('RECEIVED', 'RETRY_PENDING')`)}
       returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.event_version,
                 i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
                 i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,
                 i.received_at, i.status, i.attempt_count, i.next_attempt_at, i.locked_by, i.locked_at,
                 i.lease_expires_at, i.error_code, i.payload,
-                extract(epoch from now() - i.received_at)::float8 as waited_seconds,
-                t.lane_no, t.pos
+                extract(epoch from now() - i.received_at)::float8 as waited_seconds
     ),
     -- Each lane looked at (its first row), and what it says from now on. Lanes cut off by
     -- the batch limit (due rows, none taken, not in flight) stay as they are: due.
@@ -239,23 +248,22 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
     select c.*, s.n as deferred_lanes
     from (select count(*)::int as n from set_aside) s
     left join claimed c on true
-    order by c.lane_no, c.pos`;
+    order by array_position((select x.ids from taken_ids x), c.inbox_id)`;
 }
 
 function toClaim(records: readonly ClaimRecord[]): Claim {
   const lanes: ClaimedLane[] = [];
   const rows: ClaimedRow[] = [];
   let current: ClaimedLane | undefined;
-  let currentNo = -1;
   for (const record of records) {
     if (record.inbox_id === null) continue; // the claim took nothing
-    const { lane_no: laneNo, pos: _pos, deferred_lanes: _deferred, ...row } = record;
-    if (laneNo !== currentNo) {
+    const { deferred_lanes: _deferred, ...row } = record;
+    // Rows come lane by lane, each lane's run in order: a lane starts where the aggregate changes.
+    if (current === undefined || current.aggregateType !== row.aggregate_type || current.aggregateId !== row.aggregate_id) {
       current = { aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [] };
       lanes.push(current);
-      currentNo = laneNo;
     }
-    current!.rows.push(row);
+    current.rows.push(row);
     rows.push(row);
   }
   return { rows, lanes, deferredLanes: records[0]?.deferred_lanes ?? 0 };
