@@ -29,7 +29,7 @@ export interface LaneHold {
  * them in this order (consumer_inbox's lane triggers sort the same way), so two of them
  * never deadlock.
  */
-export function compareLaneKeys(a: string, b: string): number {
+function compareLaneKeys(a: string, b: string): number {
   return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
 }
 
@@ -38,7 +38,8 @@ export interface LaneKey {
   aggregateId: string;
 }
 
-function byLaneKey(a: LaneKey, b: LaneKey): number {
+/** Lanes of one consumer (or outbox lanes) in lock order: type, then id, each as compareLaneKeys. */
+export function byLaneKey(a: LaneKey, b: LaneKey): number {
   return compareLaneKeys(a.aggregateType, b.aggregateType) || compareLaneKeys(a.aggregateId, b.aggregateId);
 }
 

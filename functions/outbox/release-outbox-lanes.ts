@@ -9,7 +9,7 @@
  * lane taken over after this relay's lease expired is left alone.
  */
 import type { Queryable } from '../lib/db';
-import { compareLaneKeys } from '../inbox/lanes';
+import { byLaneKey } from '../inbox/lanes';
 
 export interface OutboxLaneRelease {
   aggregateType: string;
@@ -21,7 +21,7 @@ export interface OutboxLaneRelease {
 export async function releaseOutboxLanes(q: Queryable, owner: string, lanes: readonly OutboxLaneRelease[]): Promise<void> {
   if (lanes.length === 0) return;
   // Lock order "C", as the lane trigger's: never a deadlock with an emitter.
-  const sorted = [...lanes].sort((a, b) => compareLaneKeys(a.aggregateType, b.aggregateType) || compareLaneKeys(a.aggregateId, b.aggregateId));
+  const sorted = [...lanes].sort(byLaneKey);
   const types = sorted.map((l) => l.aggregateType);
   const ids = sorted.map((l) => l.aggregateId);
   const dues = sorted.map((l) => l.dueInSeconds);
