@@ -269,12 +269,11 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     }
   }
 
-  // A reaper whose timeout is not above its safety margin would start no batch at all.
-  if (rest.reaper.timeoutSeconds <= rest.reaper.safetyMarginSeconds) {
-    problems.push(`stages.${stage}.reaper: timeoutSeconds must exceed reaper.safetyMarginSeconds (${rest.reaper.safetyMarginSeconds})`);
-  }
-  if (rest.relay.timeoutSeconds <= rest.relay.safetyMarginSeconds) {
-    problems.push(`stages.${stage}.relay: timeoutSeconds must exceed relay.safetyMarginSeconds (${rest.relay.safetyMarginSeconds})`);
+  // A reaper or relay whose timeout is not above its safety margin would start no batch at all.
+  for (const fn of ['reaper', 'relay'] as const) {
+    if (rest[fn].timeoutSeconds <= rest[fn].safetyMarginSeconds) {
+      problems.push(`stages.${stage}.${fn}: timeoutSeconds must exceed ${fn}.safetyMarginSeconds (${rest[fn].safetyMarginSeconds})`);
+    }
   }
 
   const consumers: ConsumerStageConfig[] = [];
