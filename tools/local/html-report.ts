@@ -11,7 +11,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import type { CheckResult } from './checks';
-import type { ConsumerSummary } from './report';
+import { fmt, SUMMARY_COUNTS, type ConsumerSummary } from './report';
 import { FAULT_LABELS, type Timeline } from './timeline';
 
 export interface ReportInput {
@@ -38,12 +38,9 @@ const escapeHtml = (text: string) =>
 /** JSON that can sit inside a <script> element: no "</script>", no "<!--". */
 const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</g, '\\u003c');
 
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
-
 function summaryTable(rows: readonly ConsumerSummary[]): string {
-  const keys = ['received', 'inserted', 'duplicates', 'poison', 'processed', 'retried', 'quarantined', 'ignored', 'reaped'] as const;
-  const head = `<tr><th>consumer</th>${keys.map((k) => `<th>${k}</th>`).join('')}</tr>`;
-  const body = rows.map((r) => `<tr><td>${escapeHtml(r.consumer)}</td>${keys.map((k) => `<td class="n">${fmt(r[k])}</td>`).join('')}</tr>`);
+  const head = `<tr><th>consumer</th>${SUMMARY_COUNTS.map((k) => `<th>${k}</th>`).join('')}</tr>`;
+  const body = rows.map((r) => `<tr><td>${escapeHtml(r.consumer)}</td>${SUMMARY_COUNTS.map((k) => `<td class="n">${fmt(r[k])}</td>`).join('')}</tr>`);
   return `<table class="summary">${head}${body.join('')}</table>`;
 }
 

@@ -29,7 +29,8 @@ export interface ProgressSnapshot {
   reaped: number;
 }
 
-const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
+/** A count as the summaries print it (the terminal's and the HTML report's). */
+export const fmt = (n: number) => Math.round(n).toLocaleString('en-US');
 
 export function progressLine(s: ProgressSnapshot, previous?: ProgressSnapshot): string {
   const seconds = s.elapsedMs / 1000;
@@ -99,17 +100,12 @@ export interface ConsumerSummary {
   reaped: number;
 }
 
+/** The counts of the per-consumer summary, in the order both summaries print them. */
+export const SUMMARY_COUNTS = ['received', 'inserted', 'duplicates', 'poison', 'processed', 'retried', 'quarantined', 'ignored', 'reaped'] as const satisfies readonly (keyof ConsumerSummary)[];
+
 const COLUMNS: { key: keyof ConsumerSummary; title: string }[] = [
   { key: 'consumer', title: 'consumer' },
-  { key: 'received', title: 'received' },
-  { key: 'inserted', title: 'inserted' },
-  { key: 'duplicates', title: 'duplicates' },
-  { key: 'poison', title: 'poison' },
-  { key: 'processed', title: 'processed' },
-  { key: 'retried', title: 'retried' },
-  { key: 'quarantined', title: 'quarantined' },
-  { key: 'ignored', title: 'ignored' },
-  { key: 'reaped', title: 'reaped' },
+  ...SUMMARY_COUNTS.map((key) => ({ key, title: key })),
 ];
 
 /** A plain-text table: the first column left-aligned, the others (numbers) right-aligned. */
