@@ -14,7 +14,7 @@ interface Captured {
 }
 
 /** Run `act` on a client that records every statement it sends, and return them. */
-async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, role?: DatabaseRole): Promise<Captured[]> {
+export async function capture(db: TestDatabase, act: (sql: Sql) => Promise<unknown>, role?: DatabaseRole): Promise<Captured[]> {
   const captured: Captured[] = [];
   const sql = db.client({
     max: 1,

@@ -14,7 +14,7 @@ import { claimStatement } from '../../../functions/inbox/claim-due';
 import { mskEvent, spreadRecords } from '../../../tools/msk-events';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
-import { nodes, rowsVisited, type PlanNode } from '../../helpers/plans';
+import { capture, nodes, rowsVisited, type PlanNode } from '../../helpers/plans';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
 
 const db = await useTestDatabase();
@@ -133,10 +133,11 @@ describe('a backlog that arrived after the last ANALYZE', () => {
     // The claim as postgres.js sends it, prepared on one worker connection as postgres.js
     // prepares it, and executed as an idle worker polls: a dozen times on tables of a few
     // rows (PostgreSQL may keep a generic plan from the sixth execution on).
-    const sent: { query: string; parameters: unknown[] }[] = [];
-    const recorder = db.client({ max: 1, role: DatabaseRoles.worker, debug: (_c, query, parameters) => sent.push({ query, parameters: [...(parameters as unknown[])] }) });
-    await claimStatement(recorder, { consumerName: CONSUMER, owner: 'poller', limit: LIMIT, leaseSeconds: 60 }).describe();
-    await recorder.end();
+    const sent = await capture(
+      db,
+      (q) => claimStatement(q, { consumerName: CONSUMER, owner: 'poller', limit: LIMIT, leaseSeconds: 60 }).describe(),
+      DatabaseRoles.worker,
+    );
     const { query, parameters } = sent[sent.length - 1]!;
     const args = parameters.map((p) => (typeof p === 'number' ? String(p) : `'${String(p).replace(/'/g, "''")}'`)).join(', ');
     const worker = db.client({ max: 1, role: DatabaseRoles.worker });
