@@ -30,6 +30,7 @@
  * Every random decision is a keyed draw (seed, consumer, partition, delivery number), so
  * it does not depend on how concurrent deliveries interleave.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import type { KafkaBatchResponse, KafkaEvent, KafkaRecord } from '../../functions/ingest/types';
 import { mskEvent, mskRecord } from '../msk-events';
@@ -88,7 +89,6 @@ export interface Slice {
   delivery: number;
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export class SimulatedMapping {
   readonly stats: MappingStats = {

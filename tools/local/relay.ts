@@ -15,6 +15,7 @@
  *
  * Self-contained: run.ts starts it, waits for it to settle and adds its checks.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
 import type { ConsumerDeclaration } from '../../functions/consumers/types';
 import { SLA_OBLIGATION_OPENED, SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
@@ -97,7 +98,6 @@ export interface LocalRelay {
   };
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 export function localRelay(o: LocalRelayOptions): LocalRelay {
   const stats: LocalRelay['stats'] = { invocations: 0, published: 0, refused: 0, crashes: [], crashesNotSimulated: 0 };

@@ -27,6 +27,7 @@
  * caller's signal aborts (Ctrl-C), it stops where it is, prints what ran so far and writes
  * the report, without checks.
  */
+import { setTimeout as sleep } from 'node:timers/promises';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CONSUMERS } from '../../functions/consumers';
@@ -141,7 +142,6 @@ const workerFunctionOf = (consumer: string) => `local-worker-${consumer}`;
 
 const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The caller's signal aborted the run before its stream started: nothing to summarize. */
 class InterruptedBeforeStart extends Error {}
@@ -269,16 +269,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // The loops' waits end at once when the run stops: a schedule of 60 s must not hold up the end.
     const stopped = new AbortController();
     stoppers.push(() => stopped.abort());
-    const pause = (ms: number) =>
-      new Promise<void>((resolve) => {
-        const done = () => {
-          clearTimeout(timer);
-          stopped.signal.removeEventListener('abort', done);
-          resolve();
-        };
-        const timer = setTimeout(done, ms);
-        stopped.signal.addEventListener('abort', done, { once: true });
-      });
+    const pause = (ms: number) => sleep(ms, undefined, { signal: stopped.signal }).catch(() => {});
     // The Lambda service the workers run on, and the client the functions invoke them with.
     const lambdaService = new SimulatedLambda();
     const lambdaClient = lambdaService.client();
