@@ -170,6 +170,11 @@ export interface ConsumerDeclaration {
   quarantinePolicy?: QuarantinePolicy;
 }
 
+/** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */
+export function emitsEvents(consumer: Pick<ConsumerDeclaration, 'emits'>): boolean {
+  return Object.keys(consumer.emits ?? {}).length > 0;
+}
+
 /** The declaration's quarantine policy, 'continue' when it names none. */
 export function quarantinePolicyOf(consumer: Pick<ConsumerDeclaration, 'quarantinePolicy'>): QuarantinePolicy {
   return consumer.quarantinePolicy ?? 'continue';

@@ -20,7 +20,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
-import { DEFAULT_RETENTION } from '../consumers/types';
+import { DEFAULT_RETENTION, emitsEvents } from '../consumers/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
@@ -105,7 +105,7 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
   const { batchSize, runLength, safetyMarginMs, leaseSeconds, purgeBatchSize, backoffSeconds } = deps.config.relay;
   const owner = deps.owner ?? newRelayOwnerId();
   const hasTime = () => deps.remainingMs() > safetyMarginMs;
-  const emitting = deps.consumers.filter((c) => Object.keys(c.emits ?? {}).length > 0);
+  const emitting = deps.consumers.filter(emitsEvents);
   const perConsumer = new Map(emitting.map((c) => [c.name, { published: 0, refused: 0, purged: 0 }]));
   const result: RelayResult = { claimed: 0, published: 0, refused: 0, returned: 0, lost: 0, purged: 0, gauges: null };
 

@@ -10,6 +10,7 @@
  */
 import { isInboxSeries, seriesLabel, seriesOf, widgetsOf, type Series, type Stat } from '../../cdk/constructs/dashboard-widgets';
 import { findConsumer } from '../../functions/consumers';
+import { emitsEvents } from '../../functions/consumers/types';
 import type { MetricLog } from './observability';
 
 export type FaultKind = 'database-unreachable' | 'commit-lost' | 'worker-crash';
@@ -110,7 +111,7 @@ export function buildTimeline(input: TimelineInput): Timeline {
   const widgets: TimelineWidget[] = [];
   for (const consumer of input.consumers) {
     const declaration = findConsumer(consumer);
-    for (const w of widgetsOf({ emits: declaration?.emits !== undefined })) {
+    for (const w of widgetsOf({ emits: declaration !== undefined && emitsEvents(declaration) })) {
       const series: TimelineSeries[] = [];
       const awsOnly: string[] = [];
       const add = (list: readonly Series[] | undefined, axis: 'left' | 'right') => {
