@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { CLUSTER_ARN, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, CLUSTER_ARN, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 type Resource = { Type: string; Properties?: Record<string, any> };
 
@@ -22,11 +22,8 @@ function relayOf(s: Synthesized): [string, Resource] {
 
 /** The kafka-cluster statements of every policy attached to a role. */
 function kafkaStatements(s: Synthesized, functionRole: { 'Fn::GetAtt': [string, string] }): { Action: string[]; Resource: unknown }[] {
-  const ref = JSON.stringify([{ Ref: functionRole['Fn::GetAtt'][0] }]);
-  return Object.values(s.stateless.findResources('AWS::IAM::Policy') as Record<string, Resource>)
-    .filter((p) => JSON.stringify(p.Properties!.Roles) === ref)
-    .flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[])
-    .map((st) => ({ Action: [st.Action].flat(), Resource: st.Resource }))
+  return statementsOfRole(s.stateless, functionRole['Fn::GetAtt'][0])
+    .map((st) => ({ Action: actionsOf(st), Resource: st.Resource }))
     .filter((st) => st.Action.some((a) => a.startsWith('kafka-cluster:')));
 }
 
