@@ -19,7 +19,7 @@ import type { KafkaEvent } from '../../../functions/ingest/types';
 import { MetricNames } from '../../../functions/lib/metric-names';
 import { mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
-import { withTrigger } from '../worker/support';
+import { invocationsOf, withTrigger } from '../worker/support';
 import { caseAccepted, CASE_TOPIC, inboxRows, ingestRole, PAYMENT_TOPIC, paymentCompleted, truncateAll } from './support';
 
 const db = await useTestDatabase();
@@ -54,12 +54,7 @@ function ingestWithWakeUp(consumerName: string | ConsumerDeclaration = 'case-pro
   };
 }
 
-/** Each InvokeCommand's input, its payload parsed. */
-const invocations = () =>
-  lambdaMock.commandCalls(InvokeCommand).map((c) => {
-    const { Payload, ...input } = c.args[0].input;
-    return { ...input, Payload: JSON.parse(Buffer.from(Payload as Uint8Array).toString('utf8')) as unknown };
-  });
+const invocations = () => invocationsOf(lambdaMock);
 
 const slots = () =>
   db.sql<{ consumer_name: string; slot_no: number; held_by: string | null; held_for: boolean }[]>`

@@ -1,9 +1,12 @@
 /** Shared arrangement for the worker's database tests. */
+import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { Logger } from '@aws-lambda-powertools/logger';
+import type { AwsClientStub } from 'aws-sdk-client-mock';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration, EventHandler, RetryPolicy } from '../../../functions/consumers/types';
 import type { Sql } from '../../../functions/lib/db';
 import { newOwnerId, runWorker, type WorkerDependencies, type WorkerResult } from '../../../functions/worker/run-worker';
+import type { InvitedEvent } from '../../../functions/worker/wake-up';
 
 export function quietObservability(): { logger: Logger; metrics: Metrics } {
   return {
@@ -106,4 +109,12 @@ export async function withTrigger<T>(sql: Sql, spec: TriggerSpec, fn: () => Prom
   } finally {
     await sql.unsafe(`drop trigger ${name} on ${on}; drop function public.${name}()`);
   }
+}
+
+/** Each InvokeCommand a mocked Lambda client was sent: its input, the payload parsed. */
+export function invocationsOf(mock: AwsClientStub<LambdaClient>) {
+  return mock.commandCalls(InvokeCommand).map((c) => {
+    const { Payload, ...input } = c.args[0].input;
+    return { ...input, Payload: JSON.parse(Buffer.from(Payload as Uint8Array).toString('utf8')) as InvitedEvent };
+  });
 }

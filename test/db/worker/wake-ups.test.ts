@@ -13,11 +13,10 @@ import { leaveSlot } from '../../../functions/inbox/worker-slot';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import type { Config } from '../../../functions/lib/config';
 import { createWorkerInvocation, type InvocationDependencies, type InvocationResult } from '../../../functions/worker/invocation';
-import type { InvitedEvent } from '../../../functions/worker/wake-up';
 import { useTestDatabase } from '../../helpers/db';
 import { nodes, type PlanNode } from '../../helpers/plans';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';
-import { quietObservability, variant } from './support';
+import { invocationsOf, quietObservability, variant } from './support';
 
 const db = await useTestDatabase();
 const lambda = new LambdaClient({ region: 'eu-west-1' });
@@ -52,12 +51,7 @@ const context = (awsRequestId: string, remaining: () => number = () => 600_000) 
 
 const accepted = (n: number) => Array.from({ length: n }, () => ({ payload: caseAcceptedPayload() }));
 
-/** Each InvokeCommand's input, its payload parsed. */
-const invocations = () =>
-  lambdaMock.commandCalls(InvokeCommand).map((c) => {
-    const { Payload, ...input } = c.args[0].input;
-    return { ...input, Payload: JSON.parse(Buffer.from(Payload as Uint8Array).toString('utf8')) as InvitedEvent };
-  });
+const invocations = () => invocationsOf(lambdaMock);
 
 const slots = () =>
   db.sql<{ slot_no: number; held_by: string | null }[]>`
