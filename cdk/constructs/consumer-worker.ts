@@ -74,7 +74,7 @@ export class ConsumerWorker extends Construct {
       // would make each wait for the other. The function's unqualified ARN only.
       new iam.Policy(this, 'InvokeItself', {
         roles: [this.function.role!],
-        statements: [new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] })],
+        statements: [this.invokeStatement()],
       });
     }
     this.schedule = props.schedules.schedule(this, 'Schedule', this.function, Duration.minutes(1), `Drain the ${consumer.name} inbox`);
@@ -88,6 +88,11 @@ export class ConsumerWorker extends Construct {
    */
   wakeableBy(ingest: InboxFunction): void {
     ingest.addEnvironment('WORKER_FUNCTION_NAME', this.function.functionName);
-    ingest.addToRolePolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] }));
+    ingest.addToRolePolicy(this.invokeStatement());
+  }
+
+  /** lambda:InvokeFunction on this function's unqualified ARN: what a wake-up, a fan-out or a hand-over needs. */
+  private invokeStatement(): iam.PolicyStatement {
+    return new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] });
   }
 }
