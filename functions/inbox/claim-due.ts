@@ -55,6 +55,7 @@
  */
 import { DEFAULTS } from '../lib/config';
 import type { Queryable } from '../lib/db';
+import { processingPaused } from './consumer-pause';
 import { planOpaque } from './plan-opaque';
 import type { InboxRow } from './types';
 
@@ -76,6 +77,8 @@ export interface Claim {
   lanes: ClaimedLane[];
   /** Lanes looked at and put right without being claimed: head not due, in flight, or empty. */
   deferredLanes: number;
+  /** The consumer's processing is paused (consumer-pause.ts): the claim took nothing. */
+  paused: boolean;
 }
 
 export interface ClaimOptions {
@@ -89,7 +92,7 @@ export interface ClaimOptions {
   leaseSeconds: number;
 }
 
-type ClaimRecord = ClaimedRow & { deferred_lanes: number };
+type ClaimRecord = ClaimedRow & { deferred_lanes: number; paused: boolean };
 
 export async function claimDue(q: Queryable, options: ClaimOptions): Promise<Claim> {
   return toClaim(await claimStatement(q, options));
@@ -107,6 +110,8 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
       where l.consumer_name = ${consumerName}
         and l.held_by is null
         and l.due_at <= now()
+        -- Paused: nothing is taken (evaluated once, before any lane is read or locked).
+        and not ${processingPaused(q, consumerName)}
       order by l.due_at
       limit ${limit}
       for update of l skip locked
@@ -244,9 +249,10 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
         and o.action in ('wait', 'head')
       returning 1
     )
-    -- One row at least, so that a claim that took nothing still says how many lanes it put right.
-    select c.*, s.n as deferred_lanes
-    from (select count(*)::int as n from set_aside) s
+    -- One row at least, so that a claim that took nothing still says how many lanes it put
+    -- right, and whether the consumer is paused.
+    select c.*, s.n as deferred_lanes, s.paused
+    from (select count(*)::int as n, ${processingPaused(q, consumerName)} as paused from set_aside) s
     left join claimed c on true
     order by array_position((select x.ids from taken_ids x), c.inbox_id)`;
 }
@@ -257,7 +263,7 @@ function toClaim(records: readonly ClaimRecord[]): Claim {
   let current: ClaimedLane | undefined;
   for (const record of records) {
     if (record.inbox_id === null) continue; // the claim took nothing
-    const { deferred_lanes: _deferred, ...row } = record;
+    const { deferred_lanes: _deferred, paused: _paused, ...row } = record;
     // Rows come lane by lane, each lane's run in order: a lane starts where the aggregate changes.
     if (current === undefined || current.aggregateType !== row.aggregate_type || current.aggregateId !== row.aggregate_id) {
       current = { aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [] };
@@ -266,5 +272,5 @@ function toClaim(records: readonly ClaimRecord[]): Claim {
     current.rows.push(row);
     rows.push(row);
   }
-  return { rows, lanes, deferredLanes: records[0]?.deferred_lanes ?? 0 };
+  return { rows, lanes, deferredLanes: records[0]?.deferred_lanes ?? 0, paused: records[0]?.paused ?? false };
 }

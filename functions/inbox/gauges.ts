@@ -6,9 +6,11 @@
  *   held depth                 the held lanes (consumer_lane_held_by_idx), and their queued
  *                              rows through consumer_inbox_open_lane_idx
  *   poison in the last hour    consumer_raw_poison_created_idx (consumer_name, created_at)
+ *   paused                     consumer_pause's primary key
  * test/db/reaper/gauges.test.ts checks the plans with EXPLAIN.
  */
 import type { Queryable } from '../lib/db';
+import { processingPaused } from './consumer-pause';
 
 export interface ConsumerGauges {
   consumer_name: string;
@@ -23,6 +25,8 @@ export interface ConsumerGauges {
   held_depth: number;
   /** Raw poison rows recorded in the last hour. */
   poison_last_hour: number;
+  /** The consumer's processing is paused (ops pause). */
+  paused: boolean;
 }
 
 export async function readGauges(q: Queryable, consumerNames: readonly string[]): Promise<ConsumerGauges[]> {
@@ -34,7 +38,8 @@ export async function readGauges(q: Queryable, consumerNames: readonly string[])
            quarantined.depth::int as quarantine_depth,
            held.aggregates::int as held_aggregates,
            held.depth::int as held_depth,
-           poison.depth::int as poison_last_hour
+           poison.depth::int as poison_last_hour,
+           ${processingPaused(q, q`c.consumer_name`)} as paused
     from unnest(${consumerNames as string[]}::text[]) as c(consumer_name)
     cross join lateral (
       select count(*) as depth, min(i.received_at) as oldest_received_at

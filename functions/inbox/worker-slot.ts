@@ -13,6 +13,7 @@
  * lock is shared by everyone who reserves.
  */
 import type { Queryable } from '../lib/db';
+import { processingPaused } from './consumer-pause';
 import { dueLanes } from './count-due-lanes';
 
 export interface SlotRef {
@@ -48,6 +49,16 @@ export async function takeInvitedSlot(
   return rows.length === 1;
 }
 
+/** Free a slot reserved for an invited worker that will not drain (its consumer is paused). */
+export async function dropInvitation(q: Queryable, slot: SlotRef & { invitation: string }): Promise<void> {
+  await q`
+    update integration.consumer_worker_slot s
+    set held_by = null, held_until = null, updated_at = now()
+    where s.consumer_name = ${slot.consumerName}
+      and s.slot_no = ${slot.slotNo}
+      and s.held_by = ${slot.invitation}`;
+}
+
 export interface Reserve {
   consumerName: string;
   /** Slots 1..maxSlots are the consumer's. */
@@ -70,6 +81,8 @@ async function reserveFree(q: Queryable, r: Reserve, holder: string, perSlot: bo
       where f.consumer_name = ${r.consumerName}
         and f.slot_no <= ${r.maxSlots}
         and (f.held_until is null or f.held_until <= now())
+        -- A paused consumer's workers take no slot, and nobody reserves one for a worker to invoke.
+        and not ${processingPaused(q, r.consumerName)}
       order by f.slot_no
       limit ${r.count}
       for update skip locked
@@ -121,7 +134,7 @@ export async function renewSlot(q: Queryable, slot: SlotRef & { owner: string; h
 
 /**
  * What a worker does with its slot when it would stop, given whether any lane of the
- * consumer is due (claimable now):
+ * consumer is due (claimable now, and the consumer not paused):
  *   stay       idle: with work due, keep the slot (and go on draining); else free it
  *   hand-over  budget spent: with work due, turn the slot into an invitation for a
  *              successor (the caller invokes it); else free it
@@ -142,7 +155,8 @@ export async function leaveSlot(
   const handOver = slot.mode === 'hand-over' && slot.invitation !== undefined;
   const [row] = await q<{ held: boolean; changed: string | null | undefined; changed_rows: number }[]>`
     with due as materialized (
-      select exists (${dueLanes(q, slot.consumerName)}) as any_due
+      -- Work paused is no work due: a worker of a paused consumer neither stays nor hands over.
+      select exists (${dueLanes(q, slot.consumerName)}) and not ${processingPaused(q, slot.consumerName)} as any_due
     ),
     changed as (
       update integration.consumer_worker_slot s

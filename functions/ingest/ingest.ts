@@ -27,6 +27,11 @@
  * An infrastructure error on any rung stops the ladder and reports the batch. If even
  * poison-all fails, the batch is reported too: nothing is lost, the ESM's bounded retries
  * and on-failure destination take over.
+ *
+ * A paused consumer (ops pause: its processing, migration 0100) is still ingested: its
+ * records become inbox rows and its partitions move on, but nothing is processed. An
+ * inline consumer's ingest stores its rows without processing them (as the deferred rung
+ * does), and no worker is woken; the rows wait RECEIVED, in order, for the resume.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
@@ -35,6 +40,7 @@ import { dispatch } from '../consumers/dispatch';
 import { outcomeForFailure } from '../consumers/outcome';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { completeRows } from '../inbox/complete';
+import { workerPause } from '../inbox/consumer-pause';
 import { deferBehindAggregate } from '../inbox/defer-behind-aggregate';
 import { insertInboxBatchCount, insertInboxBatchLeased, type InboxInsert } from '../inbox/insert-batch';
 import { recordPoison, type PoisonInsert } from '../inbox/record-poison';
@@ -92,11 +98,16 @@ export interface IngestReport {
   strategy: StoreStrategy | null;
   /**
    * The worker after the batch: sent a wake-up, found one awake or on its way (the gate was
-   * closed), failed to wake it (logged and counted; the batch is unaffected); null when
-   * nothing was left for the worker or no wake-up is configured.
+   * closed), found the consumer paused (nobody is woken), failed to wake it (logged and
+   * counted; the batch is unaffected); null when nothing was left for the worker or no
+   * wake-up is configured.
    */
-  wakeUp: 'sent' | 'gate-closed' | 'failed' | null;
+  wakeUp: WakeUpResult | null;
+  /** Inline consumers: the consumer was paused, so its new rows were stored without being processed. */
+  pausedInline: boolean;
 }
+
+type WakeUpResult = 'sent' | 'gate-closed' | 'paused' | 'failed';
 
 interface Stored {
   inserted: number;
@@ -207,9 +218,9 @@ export function createIngest(deps: IngestDependencies) {
    * here can fail the batch or change its response; it costs one statement (which only
    * reads while a worker is awake) and, when the gate opens, one asynchronous Invoke.
    */
-  async function wakeWorker(target: WorkerTarget, requestId: string): Promise<'sent' | 'gate-closed' | 'failed'> {
+  async function wakeWorker(target: WorkerTarget, requestId: string): Promise<WakeUpResult> {
     const invitation = `wake-up:${requestId}`;
-    let slot: { slotNo: number } | null;
+    let slot: Awaited<ReturnType<typeof reserveWakeUp>>;
     try {
       slot = await reserveWakeUp(sql, consumer.name, invitation, INVITATION_GRACE_SECONDS);
     } catch (error) {
@@ -218,7 +229,8 @@ export function createIngest(deps: IngestDependencies) {
       logger.warn('wake_up_failed', { consumerName: consumer.name, source: 'wake-up', stage: 'gate', errorCode: c.code, sqlState: c.sqlState });
       return 'failed';
     }
-    if (slot === null) return 'gate-closed';
+    if (slot === 'closed') return 'gate-closed';
+    if (slot === 'paused') return 'paused';
     const sent = await sendWakeUp(target, { source: 'wake-up', consumerName: consumer.name, slot: slot.slotNo, invitation }, { logger, metrics });
     return sent ? 'sent' : 'failed';
   }
@@ -316,8 +328,8 @@ export function createIngest(deps: IngestDependencies) {
     valid: InboxInsert[],
     poison: PoisonInsert[],
     owner: string,
+    inline: boolean,
   ): Promise<Stored & { strategy: StoreStrategy }> {
-    const inline = consumer.mode === 'inline';
     let sorted: InboxInsert[] | undefined;
     const ordered = () => (sorted ??= byEventId(valid));
     const rungs: Array<{ strategy: StoreStrategy; run: () => Promise<Stored>; after: (e: unknown) => boolean }> = [
@@ -386,11 +398,15 @@ export function createIngest(deps: IngestDependencies) {
       quarantined: 0,
       strategy: null,
       wakeUp: null,
+      pausedInline: false,
     };
     let failure: ReturnType<typeof classifyError> | undefined;
     if (records.length > 0) {
       try {
-        const stored = await store(unique, poison, `ingest:${context.awsRequestId}`);
+        // An inline consumer processes its rows here unless it is paused (one key lookup).
+        report.pausedInline = consumer.mode === 'inline' && unique.length > 0 && (await workerPause(sql, consumer.name)) !== null;
+        const inline = consumer.mode === 'inline' && !report.pausedInline;
+        const stored = await store(unique, poison, `ingest:${context.awsRequestId}`, inline);
         report.strategy = stored.strategy;
         report.inserted = stored.inserted;
         report.poisoned = stored.poisoned;
@@ -440,6 +456,7 @@ export function createIngest(deps: IngestDependencies) {
         : {}),
       strategy: report.strategy,
       ...(report.wakeUp !== null ? { wakeUp: report.wakeUp } : {}),
+      ...(report.pausedInline ? { pausedInline: true } : {}),
       partitions: partitions.map(([partition, rs]) => ({
         partition,
         count: rs.length,

@@ -32,6 +32,8 @@ export const MetricNames = {
   /** Rows queued behind a QUARANTINED row of their aggregate (quarantine policy hold-aggregate). */
   HeldDepth: 'HeldDepth',
   PoisonLastHour: 'PoisonLastHour',
+  /** 1 while the consumer's processing is paused (ops pause), else 0: its silence is deliberate. */
+  ConsumerPaused: 'ConsumerPaused',
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',
   PayloadsPurged: 'PayloadsPurged',

@@ -118,6 +118,7 @@ function publish(metrics: ReaperMetrics, report: ConsumerReport): void {
     metrics.addMetric(MetricNames.QuarantineDepth, MetricUnit.Count, report.gauges.quarantine_depth);
     metrics.addMetric(MetricNames.HeldDepth, MetricUnit.Count, report.gauges.held_depth);
     metrics.addMetric(MetricNames.PoisonLastHour, MetricUnit.Count, report.gauges.poison_last_hour);
+    metrics.addMetric(MetricNames.ConsumerPaused, MetricUnit.Count, report.gauges.paused ? 1 : 0);
   }
   metrics.publishStoredMetrics();
 }

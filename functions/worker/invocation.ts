@@ -4,6 +4,8 @@
  * out, or handing over at the end of its budget). What the Lambda handler runs, and what
  * the local run's simulated Lambda runs.
  *
+ *   paused?             the consumer's processing is paused (ops pause): free the slot an
+ *                       invitation reserved for it, claim nothing, invoke nobody, return
  *   take a slot         the one an invitation reserved for it, else the lowest free one;
  *                       none free: the consumer's maximum of workers is awake, return
  *   drain, awake        runWorker, renewing the slot, until nothing has been due for the
@@ -17,6 +19,9 @@
  *
  * The slots bound the workers of a consumer (migration 0060); the worker function's
  * reserved concurrency bounds them once more in AWS (cdk/constructs/consumer-worker.ts).
+ * The pause (migration 0100) is checked here once, and again by every statement that takes
+ * work or starts a worker (the claim, the fan-out's reservations, the hand-over), so a
+ * pause that lands while a worker drains stops it at its next claim.
  * Nothing here is needed for correctness — claims, leases and fences are — only for how
  * soon a row is processed; so a wake-up that fails is logged and counted, never thrown.
  */
@@ -25,14 +30,24 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { countDueLanes } from '../inbox/count-due-lanes';
-import { ensureSlots, leaveSlot, renewSlot, reserveInvitations, takeFreeSlot, takeInvitedSlot, type LeaveMode } from '../inbox/worker-slot';
+import { workerPause } from '../inbox/consumer-pause';
+import {
+  dropInvitation,
+  ensureSlots,
+  leaveSlot,
+  renewSlot,
+  reserveInvitations,
+  takeFreeSlot,
+  takeInvitedSlot,
+  type LeaveMode,
+} from '../inbox/worker-slot';
 import { DEFAULTS, type Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
 import { newOwnerId, runWorker, type BatchStats, type StopReason, type WorkerResult } from './run-worker';
-import { INVITATION_GRACE_SECONDS, readWorkerEvent, sendWakeUp, type InvitedEvent, type WorkerTarget } from './wake-up';
+import { INVITATION_GRACE_SECONDS, isInvited, readWorkerEvent, sendWakeUp, type InvitedEvent, type WorkerTarget } from './wake-up';
 
 /**
  * A slot's hold, renewed every third of it while the worker is awake: a worker that died
@@ -65,7 +80,7 @@ export interface InvocationContext {
 }
 
 export interface InvocationResult extends Omit<WorkerResult, 'stoppedBy'> {
-  /** 'no-slot': every slot was held, so this invocation did nothing. */
+  /** 'no-slot': every slot was held, so this invocation did nothing; 'paused': see StopReason. */
   stoppedBy: StopReason | 'no-slot';
   /** The slot it drained in. */
   slot: number | null;
@@ -105,12 +120,20 @@ export function createWorkerInvocation(deps: InvocationDependencies) {
     const remainingMs = () => context.getRemainingTimeInMillis();
     const holdSeconds = () => Math.max(0.001, Math.min(SLOT_HOLD_SECONDS, remainingMs() / 1000));
 
+    const pause = await workerPause(sql, consumer.name);
+    if (pause !== null) {
+      if (isInvited(event)) {
+        await dropInvitation(sql, { consumerName: consumer.name, slotNo: event.slot, invitation: event.invitation });
+      }
+      logger.info('worker_paused', { consumerName: consumer.name, source: event.source, pausedBy: pause.paused_by, pausedAt: pause.paused_at });
+      return { ...NOTHING, stoppedBy: 'paused', slot: null };
+    }
     if (!slotsReady) {
       await ensureSlots(sql, consumer.name, maxSlots);
       slotsReady = true;
     }
     let slotNo: number | null = null;
-    if (event.source !== 'schedule') {
+    if (isInvited(event)) {
       const invited = { consumerName: consumer.name, slotNo: event.slot, invitation: event.invitation, owner, holdSeconds: holdSeconds() };
       if (await takeInvitedSlot(sql, invited)) slotNo = event.slot;
     }

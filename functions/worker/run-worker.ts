@@ -73,7 +73,9 @@ export type StopReason =
   /** A batch failed as a whole for a reason worth retrying (the database). */
   | 'failed'
   /** beforeClaim said stop. */
-  | 'stopped';
+  | 'stopped'
+  /** The consumer's processing is paused (ops pause): the claim took nothing. */
+  | 'paused';
 
 export interface WorkerResult {
   claimed: number;
@@ -211,6 +213,11 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       const lease = Math.min(leaseSeconds, left / 1000);
       const claimStarted = performance.now();
       const claim = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, runLimit, leaseSeconds: lease });
+      if (claim.paused) {
+        // Paused while this worker ran: it stops at once, rather than idle until it times out.
+        result.stoppedBy = 'paused';
+        break;
+      }
       if (claim.rows.length === 0) {
         busyMs += performance.now() - claimStarted;
         // Lanes whose head turned out not to be due were put right; others may be due.

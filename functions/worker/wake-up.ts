@@ -41,19 +41,31 @@ const invitedEvent = z.object({
 /** What an invited worker receives: whose slot was reserved for it, and the invitation to present. */
 export type InvitedEvent = z.output<typeof invitedEvent>;
 
-/** The schedule's event (EventBridge Scheduler's input in cdk/constructs/scheduled.ts), or an invitation. */
-export type WorkerEvent = { source: 'schedule' } | InvitedEvent;
+/**
+ * The events that carry no invitation: the schedule's (EventBridge Scheduler's input in
+ * cdk/constructs/scheduled.ts) and ops resume's, which wakes a worker once the pause is
+ * lifted. Either takes a free slot, if any.
+ */
+export const PLAIN_SOURCES = ['schedule', 'resume'] as const;
+export type PlainEvent = { source: (typeof PLAIN_SOURCES)[number] };
+
+/** What a worker can be invoked with: a plain event, or an invitation. */
+export type WorkerEvent = PlainEvent | InvitedEvent;
+
+export function isInvited(event: WorkerEvent): event is InvitedEvent {
+  return 'invitation' in event;
+}
 
 /**
- * The event a worker was invoked with. Anything that is not an invitation for this
- * consumer runs as a scheduled invocation (it takes a free slot, if any): `unexpected` says
- * so, for the log, when it was not the schedule's own event.
+ * The event a worker was invoked with. Anything that is neither an invitation for this
+ * consumer nor a plain event runs as a scheduled invocation: `unexpected` says so, for the log.
  */
 export function readWorkerEvent(event: unknown, consumerName: string): { event: WorkerEvent; unexpected: boolean } {
   const invited = invitedEvent.safeParse(event);
   if (invited.success && invited.data.consumerName === consumerName) return { event: invited.data, unexpected: false };
-  const scheduled = typeof event === 'object' && event !== null && (event as { source?: unknown }).source === 'schedule';
-  return { event: { source: 'schedule' }, unexpected: !scheduled };
+  const source = typeof event === 'object' && event !== null ? (event as { source?: unknown }).source : undefined;
+  const plain = PLAIN_SOURCES.find((s) => s === source);
+  return { event: { source: plain ?? 'schedule' }, unexpected: plain === undefined };
 }
 
 /** A worker function to invoke, and the client to invoke it with. */

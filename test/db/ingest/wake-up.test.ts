@@ -19,6 +19,7 @@ import type { KafkaEvent } from '../../../functions/ingest/types';
 import { MetricNames } from '../../../functions/lib/metric-names';
 import { mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
+import { pauseConsumer } from '../../helpers/factories';
 import { invocationsOf, withTrigger } from '../worker/support';
 import { caseAccepted, CASE_TOPIC, inboxRows, ingestRole, PAYMENT_TOPIC, paymentCompleted, truncateAll } from './support';
 
@@ -31,7 +32,7 @@ beforeEach(async () => {
   lambdaMock.reset();
   lambdaMock.on(InvokeCommand).resolves({ StatusCode: 202 });
   await truncateAll(db.sql);
-  await db.sql`truncate integration.consumer_worker_slot`;
+  await db.sql`truncate integration.consumer_worker_slot, integration.consumer_pause, integration.operator_audit`;
 });
 
 let requests = 0;
@@ -233,5 +234,44 @@ describe('an inline consumer wakes its worker', () => {
     expect(invocations().map((i) => i.Payload)).toEqual([
       { source: 'wake-up', consumerName: 'notification-service', slot: 1, invitation: 'wake-up:req-inline-retry' },
     ]);
+  });
+});
+
+describe('a paused consumer (ops pause)', () => {
+  const statesAndAttempts = () =>
+    db.sql`select status, attempt_count, count(*)::int as n from integration.consumer_inbox group by 1, 2 order by 1, 2`;
+
+  it('is ingested, but nobody is woken, also once an earlier invitation has lapsed', async () => {
+    await pauseConsumer(db.sql, 'case-projection');
+    await db.sql`
+      insert into integration.consumer_worker_slot (consumer_name, slot_no, held_by, held_until)
+      values ('case-projection', 1, 'wake-up:req-before-the-pause', now() - interval '1 second')`;
+    const { ingest, metric } = ingestWithWakeUp();
+
+    const report = await ingest(cases(3), 'req-paused');
+
+    expect(report).toMatchObject({ inserted: 3, wakeUp: 'paused', response: { batchItemFailures: [] } });
+    expect(invocations()).toEqual([]);
+    expect(await slots()).toEqual([{ consumer_name: 'case-projection', slot_no: 1, held_by: 'wake-up:req-before-the-pause', held_for: false }]);
+    expect(await statesAndAttempts()).toEqual([{ status: 'RECEIVED', attempt_count: 0, n: 3 }]);
+    expect(metric(MetricNames.WakeUpsSent)).toBeUndefined();
+  });
+
+  it('an inline consumer stores its rows without processing them, wakes nobody, and they wait in order for the resume', async () => {
+    await pauseConsumer(db.sql, 'notification-service');
+    const { ingest } = ingestWithWakeUp('notification-service');
+    const event = mskEvent(spreadRecords({ topic: PAYMENT_TOPIC, partitions: 1, count: 3, value: () => paymentCompleted() }));
+
+    const report = await ingest(event, 'req-inline-paused');
+
+    expect(report).toMatchObject({ inserted: 3, processed: 0, pausedInline: true, wakeUp: 'paused', response: { batchItemFailures: [] } });
+    expect(invocations()).toEqual([]);
+    expect(await statesAndAttempts()).toEqual([{ status: 'RECEIVED', attempt_count: 0, n: 3 }]);
+    expect(await db.sql`select count(*)::int as n from public.notification_jobs`).toEqual([{ n: 0 }]);
+
+    // Resumed: the next batch is processed inline again, and the worker takes the rows that waited.
+    await db.sql`delete from integration.consumer_pause`;
+    const next = await ingest(mskEvent(spreadRecords({ topic: PAYMENT_TOPIC, partitions: 1, count: 1, value: () => paymentCompleted(), firstOffset: 100 })));
+    expect(next).toMatchObject({ inserted: 1, processed: 1, pausedInline: false });
   });
 });

@@ -92,6 +92,19 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   'integration.operator_audit': {
     [ops]: { select: true, insert: true },
   },
+  // A consumer's pause (migration 0100): ops records and lifts it; the claim, the slots and
+  // the wake-up gate (worker, ingest) and the paused gauge (reaper) read it.
+  'integration.consumer_pause': {
+    [ingest]: { select: true },
+    [ingestInline]: { select: true },
+    [worker]: { select: true },
+    [reaper]: { select: true },
+    [ops]: { select: true, insert: true, delete: true },
+  },
+  // Replays for later (0100): schedule-replay records one; run-scheduled-replay marks it ran.
+  'integration.scheduled_replay': {
+    [ops]: { select: true, insert: true, update: ['ran_at', 'ran_request_id', 'ran_audit_id'] },
+  },
   // A view of the replays in operator_audit, under the table name they had before 0070.
   'integration.consumer_replay_audit': {
     [ops]: { select: true },
