@@ -189,6 +189,8 @@ const schema = z
       z.array(z.string().min(1)),
       'must be a JSON object of consumer name to a list of event-source mapping UUIDs',
     ).optional(),
+    /** Each consumer's worker function, which ops resume wakes: JSON {consumer: function name}. */
+    WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name').optional(),
     /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
     OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
     /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
@@ -270,6 +272,8 @@ export interface Config {
   reaper: { batchSize: number; safetyMarginMs: number };
   /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
   ingestMappings: Record<string, string[]>;
+  /** Each consumer's worker function (ops resume wakes it). */
+  workerFunctions: Record<string, string>;
   relay: {
     batchSize: number;
     runLength: number;
@@ -342,6 +346,7 @@ export function parseConfig(env: Env): Config {
     },
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     ingestMappings: e.INGEST_MAPPINGS ?? {},
+    workerFunctions: e.WORKER_FUNCTIONS ?? {},
     relay: {
       batchSize: e.RELAY_BATCH_SIZE,
       runLength: e.RELAY_RUN_LENGTH,

@@ -15,6 +15,10 @@ export const OpsErrorCodes = {
   ALREADY_RESOLVED: 'ALREADY_RESOLVED',
   STILL_INVALID: 'STILL_INVALID',
   NOT_CONFIGURED: 'NOT_CONFIGURED',
+  /** An action on AWS and the database where one side failed: the message says what holds. */
+  PARTIALLY_APPLIED: 'PARTIALLY_APPLIED',
+  /** A scheduled replay that is unknown, already ran or is not yet due: nothing was replayed. */
+  REPLAY_REFUSED: 'REPLAY_REFUSED',
 } as const;
 
 export type OpsErrorCode = (typeof OpsErrorCodes)[keyof typeof OpsErrorCodes];

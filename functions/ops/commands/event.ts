@@ -6,11 +6,13 @@
  */
 import { z } from 'zod';
 import { findEventPoison, findEventRows, type EventPoisonRow, type EventRow } from '../../inbox/find-event';
+import { listPauses, type PauseRow } from '../../inbox/consumer-pause';
 import { actionsOnInboxRows, type ActionOnRows } from '../../inbox/operator-audit';
 import { caller, flag, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 import { cell, fields, get, table } from '../format';
+import { describePause, pauseView, type PauseView } from '../pause-targets';
 
 const position = z.coerce.number().int().min(0);
 
@@ -55,6 +57,8 @@ export interface EventStory {
   };
   /** Operator actions that changed this row (replay, resolve, reingest). */
   actions: Omit<ActionOnRows, 'touched'>[];
+  /** The consumer's pauses now (ops pause): a paused consumer's row waits for the resume. */
+  consumerPaused: PauseView[];
   /** The poison rows of the same record (listed in the result's `poison`). */
   poisonIds: string[];
   /** Every recorded moment, oldest first. */
@@ -98,7 +102,7 @@ function timelineOf(row: EventRow, actions: readonly ActionOnRows[], poison: rea
   return entries.filter((e): e is TimelineEntry => e !== null).sort((a, b) => a.at.getTime() - b.at.getTime());
 }
 
-function storyOf(row: EventRow, allActions: readonly ActionOnRows[], allPoison: readonly EventPoisonRow[]): EventStory {
+function storyOf(row: EventRow, allActions: readonly ActionOnRows[], allPoison: readonly EventPoisonRow[], pauses: readonly PauseRow[]): EventStory {
   const actions = allActions.filter((a) => a.touched.includes(row.inbox_id));
   const poison = allPoison.filter((p) => belongsTo(p, row));
   return {
@@ -147,6 +151,7 @@ function storyOf(row: EventRow, allActions: readonly ActionOnRows[], allPoison: 
       quarantinedOthers: row.quarantined_in_aggregate,
     },
     actions: actions.map(({ touched: _, ...a }) => a),
+    consumerPaused: pauses.filter((p) => p.consumer_name === row.consumer_name).map(pauseView),
     poisonIds: poison.map((p) => p.poison_id),
     timeline: timelineOf(row, actions, poison),
     ...('payload' in row ? { payload: row.payload, headers: row.headers } : {}),
@@ -190,14 +195,18 @@ export const event = defineCommand({
         ? rows.map((r) => ({ consumerName: r.consumer_name, topic: r.topic_name, partition: r.partition_no, offset: r.offset_no }))
         : consumerNames.map((consumerName) => ({ consumerName, topic: lookup.topic, partition: lookup.partition, offset: lookup.offset }));
     const ids = rows.map((r) => r.inbox_id);
-    const [poison, actions] = await Promise.all([findEventPoison(deps.sql, positions, ids), actionsOnInboxRows(deps.sql, ids)]);
+    const [poison, actions, pauses] = await Promise.all([
+      findEventPoison(deps.sql, positions, ids),
+      actionsOnInboxRows(deps.sql, ids),
+      listPauses(deps.sql, [...new Set(rows.map((r) => r.consumer_name))]),
+    ]);
     if (rows.length === 0 && poison.length === 0) {
       const what = 'eventId' in lookup ? `event ${lookup.eventId}` : `${lookup.topic}/${lookup.partition}@${lookup.offset}`;
       throw new OpsError(OpsErrorCodes.NOT_FOUND, `no inbox row and no poison row for ${what} (consumers: ${consumerNames.join(', ')})`);
     }
     return {
       lookup: { ...lookup, consumerNames },
-      events: rows.map((r) => storyOf(r, actions, poison)),
+      events: rows.map((r) => storyOf(r, actions, poison, pauses)),
       poison,
     };
   },
@@ -212,6 +221,7 @@ export const event = defineCommand({
           ['attempts', e.attempts],
           ['kafka', `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}${e.kafka.key !== null ? ` key ${e.kafka.key}` : ''}`],
           ['correlation id', e.trace.correlationId],
+          ['consumer', e.consumerPaused.length === 0 ? 'not paused' : e.consumerPaused.map(describePause).join('; ')],
           ['error', e.error === null ? null : `${cell(e.error.code)}: ${cell(e.error.message)}`],
           ['lease', e.lease === null ? null : `${cell(e.lease.owner)} until ${cell(e.lease.expiresAt)}${e.lease.expired ? ' (expired)' : ''}`],
           [

@@ -1,10 +1,12 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
+import { listPauses } from '../../inbox/consumer-pause';
 import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';
 import { caller, since, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';
 import { age, get, table } from '../format';
+import { describePause, pauseView, type PauseView } from '../pause-targets';
 
 const STATUSES: readonly InboxStatus[] = ['RECEIVED', 'PROCESSING', 'PROCESSED', 'RETRY_PENDING', 'QUARANTINED', 'IGNORED'];
 
@@ -19,6 +21,8 @@ export interface ConsumerStats {
   quarantined: number;
   poisonUnresolved: number;
   oldestPoisonAgeSeconds: number | null;
+  /** Its pauses (ops pause): by whom, why, since when; empty when it runs. */
+  paused: PauseView[];
 }
 
 export interface ReceivedWindow {
@@ -26,6 +30,12 @@ export interface ReceivedWindow {
   since: Date;
   /** Rows received since then, per consumer and event type, most first. */
   rows: { consumer: string; eventType: string; received: number }[];
+}
+
+/** Who paused what, why and since when: a line per pause ('' when none). */
+function pausedLines(consumers: readonly ConsumerStats[]): string {
+  const lines = consumers.flatMap((c) => c.paused.map((p) => `  ${c.consumer}: ${describePause(p)}`));
+  return lines.length === 0 ? '' : `\n\npaused (nothing of theirs is processed until ops resume):\n${lines.join('\n')}`;
 }
 
 /** How many held aggregates `stats` lists (the gauges count them all). */
@@ -40,11 +50,12 @@ export const stats = defineCommand({
   async run(deps, args): Promise<{ consumers: ConsumerStats[]; received: ReceivedWindow; held: HeldAggregate[] }> {
     const only = optionalConsumer(deps, args.consumer);
     const declared = new Set(consumersOf(deps).map((c) => c.name));
-    const [counts, poison, recent, held] = await Promise.all([
+    const [counts, poison, recent, held, pauses] = await Promise.all([
       inboxStatusCounts(deps.sql, only),
       poisonCounts(deps.sql, only),
       receivedSince(deps.sql, only !== undefined ? [only] : [...declared], args.since ?? { seconds: 3600 }),
       heldAggregates(deps.sql, only, HELD_LISTED),
+      listPauses(deps.sql, only !== undefined ? [only] : undefined),
     ]);
     const names = new Set(only !== undefined ? [only] : [...declared]);
     for (const r of counts) names.add(r.consumer_name);
@@ -70,6 +81,7 @@ export const stats = defineCommand({
         quarantined: statuses.QUARANTINED,
         poisonUnresolved: p?.unresolved ?? 0,
         oldestPoisonAgeSeconds: p?.oldest_unresolved_age_seconds ?? null,
+        paused: pauses.filter((x) => x.consumer_name === name).map(pauseView),
       };
     });
     const received = {
@@ -92,7 +104,9 @@ export const stats = defineCommand({
       ['oldest due', (c) => age(c.oldestDueAgeSeconds)],
       ['poison', get('poisonUnresolved')],
       ['oldest poison', (c) => age(c.oldestPoisonAgeSeconds)],
+      ['paused', (c) => (c.paused.length === 0 ? '-' : c.paused.map((p) => p.target).join('+'))],
     ]) +
+    pausedLines(r.consumers) +
     `\n\nreceived since ${r.received.since.toISOString()}:\n` +
     table(r.received.rows, [
       ['consumer', get('consumer')],

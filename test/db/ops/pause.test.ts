@@ -5,6 +5,7 @@
  */
 import {
   GetEventSourceMappingCommand,
+  InvokeCommand,
   LambdaClient,
   ResourceNotFoundException as MappingNotFound,
   UpdateEventSourceMappingCommand,
@@ -21,6 +22,8 @@ import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { OpsDeps } from '../../../functions/ops/command';
 import { useTestDatabase } from '../../helpers/db';
+import { COMMANDS } from '../../../functions/ops/commands';
+import { insertInboxRows, pauseConsumer } from '../../helpers/factories';
 import { opsDeps, opsError, run, schedulerConfig } from './support';
 
 const db = await useTestDatabase();
@@ -74,11 +77,12 @@ const sent = (mock: typeof schedulerMock | typeof lambdaMock) =>
   mock.calls().map((c) => [(c.args[0] as { constructor: { name: string } }).constructor.name, c.args[0].input]);
 
 const audits = () => db.sql`select * from integration.operator_audit order by created_at`;
+const pauses = () => db.sql`select consumer_name, target, paused_by, reason, audit_id from integration.consumer_pause order by consumer_name, target`;
 
 beforeEach(async () => {
   schedulerMock.reset();
   lambdaMock.reset();
-  await db.sql`truncate integration.operator_audit`;
+  await db.sql`truncate integration.operator_audit, integration.consumer_pause`;
 });
 
 describe('pause: the worker schedule (the default)', () => {
@@ -95,7 +99,16 @@ describe('pause: the worker schedule (the default)', () => {
     ]);
     expect(lambdaMock.calls()).toHaveLength(0);
     const target = { kind: 'worker-schedule', id: 'inbox-schedules/inbox-worker-case-projection', previous: 'ENABLED', state: 'DISABLED', changed: true };
-    expect(result).toEqual({ consumer: 'case-projection', action: 'pause', targets: [target], auditId: expect.any(String) });
+    expect(result).toEqual({
+      consumer: 'case-projection',
+      action: 'pause',
+      targets: [target],
+      paused: [{ target: 'worker', pausedBy: 'alice', reason: 'INC-9', since: expect.any(Date) }],
+      inFlight: 0,
+      auditId: expect.any(String),
+    });
+    // The pause the workers obey, written with its audit row.
+    expect(await pauses()).toEqual([{ consumer_name: 'case-projection', target: 'worker', paused_by: 'alice', reason: 'INC-9', audit_id: result.auditId }]);
     const [audit, ...more] = await audits();
     expect(more).toHaveLength(0);
     expect(audit).toMatchObject({
@@ -109,7 +122,7 @@ describe('pause: the worker schedule (the default)', () => {
       request: { worker: true, ingest: false },
       affected_count: 1,
       inbox_ids: [],
-      outcome: { targets: [target] },
+      outcome: { targets: [target], database: ['worker'] },
     });
   });
 
@@ -127,19 +140,67 @@ describe('pause: the worker schedule (the default)', () => {
 });
 
 describe('resume: the worker schedule', () => {
-  it('enables the schedule, carrying every field back', async () => {
+  it('enables the schedule, carrying every field back, and lifts the pause', async () => {
     const current = scheduleAs('DISABLED');
     schedulerMock.on(GetScheduleCommand).resolves(current);
     schedulerMock.on(UpdateScheduleCommand).resolves({});
+    await pauseConsumer(db.sql, 'case-projection');
 
-    await run(deps, { command: 'resume', consumer: 'case-projection' });
+    const result = await run(deps, { command: 'resume', consumer: 'case-projection' });
 
     expect(sent(schedulerMock)).toEqual([
       ['GetScheduleCommand', { Name: 'inbox-worker-case-projection', GroupName: 'inbox-schedules' }],
       ['UpdateScheduleCommand', carriedBack(current, 'ENABLED')],
     ]);
+    const resumeAudit = (await audits()).find((a) => a.action === 'resume');
+    expect(resumeAudit).toMatchObject({ action: 'resume', affected_count: 1 });
+    expect(await pauses()).toEqual([]);
+    expect(result).toMatchObject({ paused: [], wakeUp: 'not-configured' });
+  });
+
+  it('wakes the consumer\'s worker once the pause is lifted: one asynchronous Invoke with a resume event', async () => {
+    schedulerMock.on(GetScheduleCommand).resolves(scheduleAs('DISABLED'));
+    schedulerMock.on(UpdateScheduleCommand).resolves({});
+    lambdaMock.on(InvokeCommand).resolves({ StatusCode: 202 });
+    await pauseConsumer(db.sql, 'case-projection');
+    const withWorkers: OpsDeps = { ...deps, config: { ...deps.config, workerFunctions: { 'case-projection': 'inbox-worker-fn-case-projection' } } };
+
+    const result = await run(withWorkers, { command: 'resume', consumer: 'case-projection', reason: 'downstream back' });
+
+    expect(sent(lambdaMock)).toEqual([
+      ['InvokeCommand', { FunctionName: 'inbox-worker-fn-case-projection', InvocationType: 'Event', Payload: Buffer.from('{"source":"resume"}') }],
+    ]);
+    expect(result).toMatchObject({ paused: [], wakeUp: 'sent' });
+  });
+});
+
+describe('pause and resume: the database and AWS disagree', () => {
+  it('a worker pause holds in the database when the schedule cannot be disabled, and the command says so', async () => {
+    schedulerMock.on(GetScheduleCommand).resolves(scheduleAs('ENABLED'));
+    schedulerMock.on(UpdateScheduleCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+
+    const error = await opsError(run(deps, { command: 'pause', consumer: 'case-projection', reason: 'INC-10' }), 'PARTIALLY_APPLIED');
+
+    expect(error.message).toContain('ThrottlingException: Rate exceeded');
+    expect(error.message).toContain('IS paused for its workers');
+    expect(await pauses()).toEqual([expect.objectContaining({ consumer_name: 'case-projection', target: 'worker', paused_by: 'alice' })]);
     const [audit] = await audits();
-    expect(audit).toMatchObject({ action: 'resume', affected_count: 1 });
+    expect(audit).toMatchObject({ action: 'pause', affected_count: 0, outcome: { targets: [], database: ['worker'], error: 'ThrottlingException: Rate exceeded' } });
+  });
+
+  it('a worker pause the database cannot record is no pause for the workers, and the command says so', async () => {
+    schedulerMock.on(GetScheduleCommand).resolves(scheduleAs('ENABLED'));
+    schedulerMock.on(UpdateScheduleCommand).resolves({});
+    const gone = db.client();
+    await gone.end();
+    const logged: string[] = [];
+    const logger = { info() {}, error: (m: string) => logged.push(m) };
+
+    const error = await opsError(run({ ...deps, sql: gone, logger }, { command: 'pause', consumer: 'case-projection', reason: 'db down' }), 'PARTIALLY_APPLIED');
+
+    expect(error.message).toContain('NOT paused for its workers');
+    expect(schedulerMock.commandCalls(UpdateScheduleCommand)).toHaveLength(1);
+    expect(logged).toEqual(['ops_audit_unwritten']);
   });
 });
 
@@ -189,28 +250,29 @@ describe('pause and resume --ingest: the event-source mappings', () => {
     expect(audit).toMatchObject({ action: 'resume', request: { worker: true, ingest: true }, affected_count: 2 });
   });
 
-  it('records what was switched before a call failed, with the error, and throws it', async () => {
+  it('records what was switched before a call failed, with the error, and fails saying what holds', async () => {
     lambdaMock.on(GetEventSourceMappingCommand).resolves({ State: 'Enabled' });
     lambdaMock.on(UpdateEventSourceMappingCommand, { UUID: MAPPING_A }).resolves({ State: 'Disabling' });
     lambdaMock
       .on(UpdateEventSourceMappingCommand, { UUID: MAPPING_B })
       .rejects(Object.assign(new Error('not authorized to perform lambda:UpdateEventSourceMapping'), { name: 'AccessDeniedException' }));
 
-    const error = await run(deps, { command: 'pause', consumer: 'case-projection', ingest: true }).then(
-      () => undefined,
-      (e: unknown) => e,
-    );
+    const error = await opsError(run(deps, { command: 'pause', consumer: 'case-projection', ingest: true }), 'PARTIALLY_APPLIED');
 
-    expect((error as Error).name).toBe('AccessDeniedException');
+    expect(error.message).toContain('AccessDeniedException: not authorized to perform lambda:UpdateEventSourceMapping');
+    expect(error.message).toContain('ingest may be only partly paused');
     const [audit] = await audits();
     expect(audit).toMatchObject({
       action: 'pause',
       affected_count: 1,
       outcome: {
         targets: [{ kind: 'ingest-mapping', id: MAPPING_A, changed: true }],
+        // Not recorded as paused: one of its mappings still delivers.
+        database: [],
         error: 'AccessDeniedException: not authorized to perform lambda:UpdateEventSourceMapping',
       },
     });
+    expect(await pauses()).toEqual([]);
   });
 
   it('still pauses when the database cannot take the audit row, says so and logs the row', async () => {
@@ -256,5 +318,25 @@ describe('refusals', () => {
 
     expect(schedulerMock.commandCalls(UpdateScheduleCommand)).toHaveLength(0);
     expect(lambdaMock.commandCalls(UpdateEventSourceMappingCommand)).toHaveLength(0);
+  });
+});
+
+describe('stats and event say that a consumer is paused, by whom, why and since when', () => {
+  it('lists the pause in stats (and its table) and in every story of that consumer', async () => {
+    schedulerMock.on(GetScheduleCommand).resolves(scheduleAs('ENABLED'));
+    schedulerMock.on(UpdateScheduleCommand).resolves({});
+    const [row] = await insertInboxRows(db.sql, [{ eventId: 'evt-paused-1' }]);
+    await db.sql`truncate integration.consumer_pause`;
+
+    await run(deps, { command: 'pause', consumer: 'case-projection', reason: 'downstream outage' });
+    const stats = await run(deps, { command: 'stats' });
+    const event = await run(deps, { command: 'event', eventId: 'evt-paused-1' });
+
+    const pause = { target: 'worker', pausedBy: 'alice', reason: 'downstream outage', since: expect.any(Date) };
+    expect(stats.consumers.find((c: { consumer: string }) => c.consumer === 'case-projection').paused).toEqual([pause]);
+    expect(stats.consumers.find((c: { consumer: string }) => c.consumer === 'case-sla').paused).toEqual([]);
+    expect(COMMANDS.stats.format(stats)).toMatch(/case-projection: worker paused by alice since \S+Z \(downstream outage\)/);
+    expect(event.events).toEqual([expect.objectContaining({ inboxId: row!.inbox_id, consumerPaused: [pause] })]);
+    expect(COMMANDS.event.format(event)).toMatch(/consumer +worker paused by alice since/);
   });
 });

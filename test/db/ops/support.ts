@@ -20,6 +20,7 @@ export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): O
     ...overrides,
   },
   ingestMappings: {},
+  workerFunctions: {},
   maxPayloadBytes: 256 * 1024,
 });
 

@@ -47,7 +47,7 @@ describe('ops Lambda', () => {
     sql: {} as Sql,
     scheduler: unused,
     lambda: unused,
-    config: { scheduler: { workerSchedules: {} }, ingestMappings: {}, maxPayloadBytes: 1 },
+    config: { scheduler: { workerSchedules: {} }, ingestMappings: {}, workerFunctions: {}, maxPayloadBytes: 1 },
   };
   const handler = createOpsHandler(async () => deps, logger);
 
