@@ -6,8 +6,8 @@ import type { Queryable } from '../lib/db';
 import { toPage } from './quarantine';
 import { sinceBound, type Since } from './since';
 
-/** The actions the table's check constraint admits (migration 0070). */
-export const OPERATOR_ACTIONS = ['replay', 'resolve', 'reingest', 'pause', 'resume', 'schedule-replay'] as const;
+/** The actions the table's check constraint admits (migrations 0070, 0100). */
+export const OPERATOR_ACTIONS = ['replay', 'resolve', 'reingest', 'pause', 'resume', 'schedule-replay', 'scheduled-replay-refused'] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 export type ActionSource = 'cli' | 'lambda' | 'schedule';
 
@@ -17,6 +17,8 @@ export interface OperatorActionEntry {
   actor: string | null;
   reason: string | null;
   source: ActionSource;
+  /** The Lambda request that ran the action (null from the CLI). */
+  requestId?: string | null;
   dryRun: boolean;
   consumerNames: readonly string[];
   /** What was asked, as given. */
@@ -39,14 +41,15 @@ export interface OperatorAuditRow {
   affected_count: number;
   inbox_ids: string[];
   outcome: Record<string, unknown>;
+  request_id: string | null;
   created_at: Date;
 }
 
 export async function recordOperatorAction(q: Queryable, entry: OperatorActionEntry): Promise<OperatorAuditRow> {
   const [row] = await q<OperatorAuditRow[]>`
     insert into integration.operator_audit
-      (action, actor, reason, source, dry_run, consumer_names, request, affected_count, inbox_ids, outcome)
-    values (${entry.action}, ${entry.actor}, ${entry.reason}, ${entry.source}, ${entry.dryRun},
+      (action, actor, reason, source, request_id, dry_run, consumer_names, request, affected_count, inbox_ids, outcome)
+    values (${entry.action}, ${entry.actor}, ${entry.reason}, ${entry.source}, ${entry.requestId ?? null}, ${entry.dryRun},
             ${[...new Set(entry.consumerNames)].sort()}::text[], ${JSON.stringify(entry.request)}::text::jsonb,
             ${entry.affectedCount}, ${[...(entry.inboxIds ?? [])]}::uuid[], ${JSON.stringify(entry.outcome ?? {})}::text::jsonb)
     returning *`;

@@ -69,6 +69,10 @@ export interface QuarantineActionRequest {
   actor: string;
   reason: string;
   source: ActionSource;
+  /** The Lambda request that ran the action (null from the CLI). */
+  requestId?: string | null;
+  /** The scheduled replay this is (ops run-scheduled-replay), for the audit's request. */
+  scheduledReplayId?: string;
 }
 
 export interface QuarantineActionResult {
@@ -89,44 +93,57 @@ export async function moveQuarantined(
   request: QuarantineActionRequest,
   set: (tx: TransactionSql) => ReturnType<TransactionSql>,
 ): Promise<QuarantineActionResult> {
-  return sql.begin(async (tx) => {
-    // RETURNING may read the FROM list: the candidate's values are those before the update.
-    const rows = await tx<QuarantinedCandidate[]>`
-      with candidate as (
-        select i.inbox_id, i.error_code, i.attempt_count, i.quarantined_at
-        from integration.consumer_inbox i
-        where i.status = 'QUARANTINED' and ${selectionFilter(tx, request.selection)}
-        order by i.received_at, i.inbox_id
-        limit ${request.limit}
-        for update
-      )
-      update integration.consumer_inbox i
-      set ${set(tx)},
-          locked_by = null,
-          locked_at = null,
-          lease_expires_at = null,
-          updated_at = now()
-      from candidate c
-      where i.inbox_id = c.inbox_id
-        and i.status = 'QUARANTINED'
-      returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.aggregate_type, i.aggregate_id,
-                i.aggregate_version, c.error_code, c.attempt_count, c.quarantined_at`;
-    if (rows.length === 0) return { rows: [], audit: null };
+  return sql.begin((tx) => moveQuarantinedIn(tx, action, request, set));
+}
 
-    const audit = await recordOperatorAction(tx, {
-      action,
-      actor: request.actor,
-      reason: request.reason,
-      source: request.source,
-      dryRun: false,
-      consumerNames: rows.map((r) => r.consumer_name),
-      request: { selection: request.selection, limit: request.limit },
-      affectedCount: rows.length,
-      inboxIds: rows.map((r) => r.inbox_id),
-      outcome: { priorErrorCodes: countErrorCodes(rows) },
-    });
-    return { rows: [...rows], audit };
+/** moveQuarantined in the caller's transaction (a scheduled replay marks itself ran in it too). */
+export async function moveQuarantinedIn(
+  tx: TransactionSql,
+  action: 'replay' | 'resolve',
+  request: QuarantineActionRequest,
+  set: (tx: TransactionSql) => ReturnType<TransactionSql>,
+): Promise<QuarantineActionResult> {
+  // RETURNING may read the FROM list: the candidate's values are those before the update.
+  const rows = await tx<QuarantinedCandidate[]>`
+    with candidate as (
+      select i.inbox_id, i.error_code, i.attempt_count, i.quarantined_at
+      from integration.consumer_inbox i
+      where i.status = 'QUARANTINED' and ${selectionFilter(tx, request.selection)}
+      order by i.received_at, i.inbox_id
+      limit ${request.limit}
+      for update
+    )
+    update integration.consumer_inbox i
+    set ${set(tx)},
+        locked_by = null,
+        locked_at = null,
+        lease_expires_at = null,
+        updated_at = now()
+    from candidate c
+    where i.inbox_id = c.inbox_id
+      and i.status = 'QUARANTINED'
+    returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.aggregate_type, i.aggregate_id,
+              i.aggregate_version, c.error_code, c.attempt_count, c.quarantined_at`;
+  if (rows.length === 0) return { rows: [], audit: null };
+
+  const audit = await recordOperatorAction(tx, {
+    action,
+    actor: request.actor,
+    reason: request.reason,
+    source: request.source,
+    requestId: request.requestId ?? null,
+    dryRun: false,
+    consumerNames: rows.map((r) => r.consumer_name),
+    request: {
+      selection: request.selection,
+      limit: request.limit,
+      ...(request.scheduledReplayId !== undefined ? { scheduledReplayId: request.scheduledReplayId } : {}),
+    },
+    affectedCount: rows.length,
+    inboxIds: rows.map((r) => r.inbox_id),
+    outcome: { priorErrorCodes: countErrorCodes(rows) },
   });
+  return { rows: [...rows], audit };
 }
 
 /** The current status of each given id that exists (to explain ids an action skips). */

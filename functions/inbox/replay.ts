@@ -13,21 +13,21 @@
  * row whose successors were already applied, goes through the same guards as a first
  * delivery (candidates are taken oldest-received first: ./quarantine-action.ts).
  */
-import type { Sql } from '../lib/db';
+import type { Sql, TransactionSql } from '../lib/db';
 import { moveQuarantined, type QuarantineActionRequest, type QuarantineActionResult } from './quarantine-action';
 
+/** What a replay sets (it reads the row as it was). */
+export function replaySet(tx: TransactionSql): ReturnType<TransactionSql> {
+  return tx`
+    status = 'RETRY_PENDING',
+    next_attempt_at = now(),
+    attempt_count = 0,
+    quarantined_at = null,
+    error_code = null,
+    error_message = null,
+    error_detail = null`;
+}
+
 export function replayQuarantined(sql: Sql, request: QuarantineActionRequest): Promise<QuarantineActionResult> {
-  return moveQuarantined(
-    sql,
-    'replay',
-    request,
-    (tx) => tx`
-      status = 'RETRY_PENDING',
-      next_attempt_at = now(),
-      attempt_count = 0,
-      quarantined_at = null,
-      error_code = null,
-      error_message = null,
-      error_detail = null`,
-  );
+  return moveQuarantined(sql, 'replay', request, replaySet);
 }

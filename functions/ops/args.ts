@@ -20,11 +20,12 @@ export const datetime = z.iso.datetime({ offset: true });
 export const inboxId = z.uuid({ message: 'must be an inbox id (uuid)' });
 export const poisonId = z.uuid({ message: 'must be a poison id (uuid)' });
 
-/** Who runs the command and through what; not every command needs an actor. */
+/**
+ * Who runs the command; not every command needs an actor. Where from (cli, lambda) is the
+ * caller's to know, never the event's to claim (command.ts, Invocation).
+ */
 export const caller = {
   actor: text.max(200).optional(),
-  /** Set by the one-time schedules that schedule-replay creates. */
-  source: z.literal('schedule').optional(),
 };
 
 /**

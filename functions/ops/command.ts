@@ -27,7 +27,7 @@ export interface OpsDeps {
   scheduler: Pick<SchedulerClient, 'send'>;
   /** Only pause/resume --ingest use it (event-source mappings). */
   lambda: Pick<LambdaClient, 'send'>;
-  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'maxPayloadBytes'>;
+  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes'>;
   /** The declared consumers (default: functions/consumers). */
   consumers?: readonly ConsumerDeclaration[];
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */
@@ -35,13 +35,20 @@ export interface OpsDeps {
   logger?: OpsLogger;
 }
 
-/** How the command was invoked: the CLI knows the OS user; the Lambda must be told the actor. */
+/**
+ * How the command was invoked: the CLI knows the OS user; the Lambda must be told the actor.
+ * The source is the caller's, never the event's: only run-scheduled-replay records
+ * 'schedule', and only for a replay the database holds.
+ */
 export interface Invocation {
   source: 'cli' | 'lambda';
   defaultActor?: string | undefined;
   /** The ops Lambda's own ARN (from its context): the target of a scheduled replay. */
   invokedFunctionArn?: string | undefined;
+  /** The Lambda request id (from its context), recorded with every audit row it writes. */
+  requestId?: string | undefined;
 }
+
 
 export interface OpsCommand<S extends z.ZodType, R> {
   /** The command's lines in `--help`: its synopsis, then what it does. */

@@ -63,7 +63,7 @@ export function createOpsHandler(resolveDeps: () => Promise<OpsDeps>, logger: Ha
     const trail = {
       command: typeof e.command === 'string' ? e.command : undefined,
       actor: typeof e.actor === 'string' ? e.actor : undefined,
-      source: e.source === 'schedule' ? 'schedule' : 'lambda',
+      requestId: context?.awsRequestId,
     };
     try {
       const deps = await resolveDeps();
@@ -71,6 +71,7 @@ export function createOpsHandler(resolveDeps: () => Promise<OpsDeps>, logger: Ha
         source: 'lambda',
         // A qualified ARN (alias/version) would pin the schedule to it: target the function.
         invokedFunctionArn: context?.invokedFunctionArn?.split(':').slice(0, 7).join(':'),
+        requestId: context?.awsRequestId,
       });
       logger.info('ops_command', { ...trail, ok: true });
       return { ok: true, command: String(e.command), result };

@@ -117,7 +117,6 @@ export type DoneResult<Done extends string> = ActionRows & { dryRun: false; rema
 
 type ActionArgs = SelectionShape & {
   actor?: string | undefined;
-  source?: 'schedule' | undefined;
   reason?: string | undefined;
 };
 
@@ -141,7 +140,8 @@ export async function dryRunOn(deps: OpsDeps, action: 'replay' | 'resolve', args
     action,
     actor: args.actor ?? inv.defaultActor ?? null,
     reason: args.reason ?? null,
-    source: args.source ?? inv.source,
+    source: inv.source,
+    requestId: inv.requestId ?? null,
     dryRun: true,
     consumerNames: rows.map((r) => r.consumer_name),
     request: { selection, limit: args.limit },
@@ -169,8 +169,8 @@ export async function runOn(
     throw new OpsError(OpsErrorCodes.REASON_REQUIRED, `a ${action} needs a reason (it is recorded in the audit trail); or use dry-run`);
   }
   const actor = actorOf(args, inv);
-  const source = args.source ?? inv.source;
-  const result = await move(deps.sql, { selection, limit: args.limit, actor, reason: args.reason, source });
+  const source = inv.source;
+  const result = await move(deps.sql, { selection, limit: args.limit, actor, reason: args.reason, source, requestId: inv.requestId ?? null });
   const skipped = await skippedIds(deps, selection, result.rows);
   if (result.audit === null) {
     throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });

@@ -13,6 +13,7 @@ import { quarantineList } from './quarantine-list';
 import { replay } from './replay';
 import { resolve } from './resolve';
 import { resume } from './resume';
+import { runScheduledReplayCommand } from './run-scheduled-replay';
 import { scheduleReplay } from './schedule-replay';
 import { stats } from './stats';
 
@@ -23,6 +24,7 @@ export const COMMANDS = {
   'quarantine-list': quarantineList,
   replay,
   'schedule-replay': scheduleReplay,
+  'run-scheduled-replay': runScheduledReplayCommand,
   resolve,
   'poison-list': poisonList,
   'poison-show': poisonShow,

@@ -91,7 +91,8 @@ export const poisonReingest = defineCommand({
         action: 'reingest' as const,
         actor,
         reason: args.reason ?? null,
-        source: args.source ?? inv.source,
+        source: inv.source,
+        requestId: inv.requestId ?? null,
         consumerNames: [consumer.name],
         request: { poisonId: row.poison_id },
       };

@@ -1,12 +1,15 @@
-/** `schedule-replay --at ISO …`: a one-time schedule that runs a replay later, then deletes itself. */
+/** `schedule-replay --at ISO …`: a replay recorded now, run later by a one-time schedule that then deletes itself. */
+import { randomUUID } from 'node:crypto';
 import { CreateScheduleCommand, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
+import { recordOperatorAction } from '../../inbox/operator-audit';
 import { countQuarantined, inboxStatuses } from '../../inbox/quarantine-action';
+import { createScheduledReplay } from '../../inbox/scheduled-replay';
 import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
-import { actorOf, defineCommand, recordOrLog } from '../command';
+import { actorOf, defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 import { auditLine } from '../format';
-import { actionSchema, checkSelection, selectionFields, selectionOf } from '../selection';
+import { checkSelection, selectionFields, selectionOf } from '../selection';
 
 /** `at(yyyy-mm-ddThh:mm:ss)` in UTC, the one-time expression EventBridge Scheduler takes. */
 export function atExpression(when: Date): string {
@@ -14,15 +17,19 @@ export function atExpression(when: Date): string {
 }
 
 /**
- * Create a one-time schedule that invokes the ops function with a replay at `at`. It is
- * deleted after it runs (ActionAfterCompletion DELETE). Scheduling is audited
- * (schedule-replay: who, why, when, what); the replay writes its own audit row when it
- * runs, with source 'schedule'. Retries are off: an audited operator action
- * runs once, and a failure shows in the ops function's errors rather than repeating.
+ * Record a replay to run at `at`, and create the one-time schedule that runs it: the
+ * schedule invokes the ops function with `{ command: 'run-scheduled-replay', replayId }`
+ * and nothing else, and is deleted after it runs (ActionAfterCompletion DELETE). What to
+ * replay, who asked and why are the database row's (integration.scheduled_replay), written
+ * in the transaction of the schedule-replay audit row; run-scheduled-replay runs it at most
+ * once. The schedule is created first, under the id the row will have: if the database
+ * then refuses the row, the schedule names a replay nobody recorded, and is refused (and
+ * audited) when it fires. Retries are off: a failure shows in the ops function's alarms
+ * rather than repeating.
  */
 export const scheduleReplay = defineCommand({
   usage: `schedule-replay --at ISO (replay selection) --reason TEXT [--limit N] [--name ${REPLAY_SCHEDULE_PREFIX}NAME]
-      a one-time schedule that runs the replay at --at through the ops function, then deletes itself`,
+      record a replay and a one-time schedule that runs it at --at through the ops function, once, then deletes itself`,
   schema: z
     .strictObject({
       ...caller,
@@ -45,8 +52,7 @@ export const scheduleReplay = defineCommand({
   async run(deps, args, inv) {
     const { schedulerRoleArn, groupName } = deps.config.scheduler;
     // In AWS the ops function targets itself (its ARN comes from the invocation context: an
-    // ARN in its own environment would be a circular reference in the template); the CLI
-    // needs OPS_FUNCTION_ARN.
+    // ARN in its own environment would be a circular reference); the CLI needs OPS_FUNCTION_ARN.
     const opsFunctionArn = deps.config.scheduler.opsFunctionArn ?? inv.invokedFunctionArn;
     if (opsFunctionArn === undefined || schedulerRoleArn === undefined) {
       throw new OpsError(
@@ -64,25 +70,8 @@ export const scheduleReplay = defineCommand({
     if (when.getTime() <= now.getTime()) {
       throw new OpsError(OpsErrorCodes.BAD_ARGUMENTS, `at: ${when.toISOString()} is not in the future`);
     }
-    const input = {
-      command: 'replay',
-      source: 'schedule',
-      actor,
-      reason: args.reason,
-      limit: args.limit,
-      ...(args.ids !== undefined
-        ? { ids: args.ids }
-        : {
-            consumer: args.consumer,
-            ...(args.errorCode !== undefined ? { errorCode: args.errorCode } : {}),
-            ...(args.eventType !== undefined ? { eventType: args.eventType } : {}),
-            ...(args.from !== undefined ? { from: args.from } : {}),
-            ...(args.to !== undefined ? { to: args.to } : {}),
-          }),
-    };
-    // The schedule fires once, unattended: make sure now that the replay will accept its input.
-    const { command: _replay, ...replayArgs } = input;
-    actionSchema.parse(replayArgs);
+    const replayId = randomUUID();
+    const input = { command: 'run-scheduled-replay', replayId };
     const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
     const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
     const name = args.name ?? `${REPLAY_SCHEDULE_PREFIX}${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
@@ -91,7 +80,7 @@ export const scheduleReplay = defineCommand({
       ...(groupName !== undefined ? { GroupName: groupName } : {}),
       ScheduleExpression: atExpression(when),
       ScheduleExpressionTimezone: 'UTC',
-      Description: `ops replay by ${actor}: ${args.reason}`.slice(0, 512),
+      Description: `ops replay ${replayId} by ${actor}`.slice(0, 512),
       State: 'ENABLED',
       FlexibleTimeWindow: { Mode: 'OFF' },
       ActionAfterCompletion: 'DELETE',
@@ -104,26 +93,55 @@ export const scheduleReplay = defineCommand({
     };
     const matchingNow = await countQuarantined(deps.sql, selection);
     const out = await deps.scheduler.send(new CreateScheduleCommand(command));
-    const auditId = await recordOrLog(deps, {
-      action: 'schedule-replay',
-      actor,
-      reason: args.reason,
-      source: args.source ?? inv.source,
-      dryRun: false,
-      consumerNames:
-        'inboxIds' in selection ? (await inboxStatuses(deps.sql, selection.inboxIds)).map((r) => r.consumer_name) : [selection.consumerName],
-      request: { at: when.toISOString(), schedule: name, replay: replayArgs },
-      affectedCount: 1,
-      outcome: { scheduleArn: out.ScheduleArn ?? null, expression: command.ScheduleExpression, matchingNow },
-    });
-    deps.logger?.info('ops_schedule_replay', { schedule: name, at: when.toISOString(), actor, matchingNow, auditId });
+    const request = { at: when.toISOString(), schedule: name, replayId, selection, limit: args.limit };
+    const consumerNames =
+      'inboxIds' in selection ? (await inboxStatuses(deps.sql, selection.inboxIds)).map((r) => r.consumer_name) : [selection.consumerName];
+    let auditId: string;
+    try {
+      auditId = await deps.sql.begin(async (tx) => {
+        const audit = await recordOperatorAction(tx, {
+          action: 'schedule-replay',
+          actor,
+          reason: args.reason!,
+          source: inv.source,
+          requestId: inv.requestId ?? null,
+          dryRun: false,
+          consumerNames,
+          request,
+          affectedCount: 1,
+          outcome: { scheduleArn: out.ScheduleArn ?? null, expression: command.ScheduleExpression, matchingNow },
+        });
+        await createScheduledReplay(tx, {
+          replayId,
+          scheduleName: name,
+          runAt: when,
+          selection,
+          limit: args.limit,
+          actor,
+          reason: args.reason!,
+          createdAuditId: audit.audit_id,
+        });
+        return audit.audit_id;
+      });
+    } catch (error) {
+      deps.logger?.error('ops_audit_unwritten', { action: 'schedule-replay', actor, request, error: error instanceof Error ? error.name : 'unknown' });
+      throw new OpsError(
+        OpsErrorCodes.PARTIALLY_APPLIED,
+        `schedule ${groupName ?? 'default'}/${name} was created, but the database could not record replay ${replayId}: ` +
+          'the schedule will be refused when it fires (nothing is replayed). Schedule the replay again.',
+        { schedule: name, replayId },
+      );
+    }
+    deps.logger?.info('ops_schedule_replay', { schedule: name, replayId, at: when.toISOString(), actor, matchingNow, auditId });
     return {
       auditId,
+      replayId,
       schedule: name,
       groupName: groupName ?? 'default',
       scheduleArn: out.ScheduleArn ?? null,
       expression: command.ScheduleExpression!,
       input,
+      limit: args.limit,
       matchingNow,
     };
   },
@@ -131,7 +149,7 @@ export const scheduleReplay = defineCommand({
   format: (r) =>
     [
       `created schedule ${r.groupName}/${r.schedule}: ${r.expression} UTC, deleted after it runs`,
-      `rows matching now: ${r.matchingNow} (the replay selects again when it runs, up to ${r.input.limit})`,
+      `replay ${r.replayId}: rows matching now: ${r.matchingNow} (the replay selects again when it runs, up to ${r.limit}; it runs once)`,
       auditLine(r.auditId),
     ].join('\n'),
 });
