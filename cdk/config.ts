@@ -150,6 +150,12 @@ const stageSchema = z
          * can take (connect + request timeouts, times the producer's retries).
          */
         safetyMarginSeconds: int(1, 300).default(30),
+        /**
+         * An outbox lane's lease: longer than a relay invocation can run (timeout + margin),
+         * so a live relay never loses a lane to another; the relay also caps it at the time
+         * its invocation has left.
+         */
+        leaseSeconds: int(30, 24 * 3600).default(300),
         batchSize: int(1, 10_000).default(200),
         /**
          * The brokers' IAM bootstrap string (host:9098,…). Unset: looked up at deploy time
@@ -197,6 +203,27 @@ const stageSchema = z
         latencyMinSamples: int(1, 1_000_000).default(50),
         /** Consecutive 5-minute periods in breach before an alarm fires. */
         evaluationPeriods: int(1, 100).default(1),
+        /**
+         * A scheduled function (each worker, the reaper, the relay) that has completed no
+         * invocation for this many periods (5 minutes, or its schedule's interval if longer)
+         * pages: its silence would otherwise hide everything it publishes.
+         */
+        heartbeatPeriods: int(1, 100).default(2),
+        /** Throttled invocations of any function in a period. */
+        functionThrottles: int(0, 1_000_000).default(0),
+        /** Messages in the schedules' dead-letter queue or the failed-invocations queue. */
+        failedInvocations: int(0, 1_000_000).default(0),
+        /** Aurora Serverless v2: capacity used, percent of the maximum ACU (ACUUtilization). */
+        databaseCapacityPercent: int(1, 100).default(90),
+        /** Connections, percent of the database's maximum (databaseMaxConnections). */
+        databaseConnectionsPercent: int(1, 100).default(80),
+        /**
+         * The cluster's max_connections (`show max_connections`); by default AWS's formula for
+         * Aurora PostgreSQL at the maximum capacity: LEAST(memory / 9,531,392, 5,000), 2 GiB an ACU.
+         */
+        databaseMaxConnections: int(1, 262_143).optional(),
+        /** Freeable memory below this percent of the memory at the maximum capacity. */
+        databaseFreeableMemoryPercent: int(1, 100).default(10),
       })
       .refine((a) => a.email === undefined || a.snsTopicArn === undefined, { message: 'set alarms.email or alarms.snsTopicArn, not both' })
       .prefault({}),
@@ -274,6 +301,10 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     if (rest[fn].timeoutSeconds <= rest[fn].safetyMarginSeconds) {
       problems.push(`stages.${stage}.${fn}: timeoutSeconds must exceed ${fn}.safetyMarginSeconds (${rest[fn].safetyMarginSeconds})`);
     }
+  }
+  // As for the workers: a lane's lease must outlive any relay invocation that holds it.
+  if (rest.relay.timeoutSeconds + rest.relay.safetyMarginSeconds >= rest.relay.leaseSeconds) {
+    problems.push(`stages.${stage}.relay: timeoutSeconds + safetyMarginSeconds must be below relay.leaseSeconds (${rest.relay.leaseSeconds})`);
   }
 
   const consumers: ConsumerStageConfig[] = [];

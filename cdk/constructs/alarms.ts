@@ -1,10 +1,24 @@
 /**
- * The alarms (DESIGN.md §7), all sent to one SNS topic. Each description names its runbook
- * section in the README, so whoever is paged knows where to start.
+ * The alarms, all sent to one SNS topic. Each description names its runbook section in the
+ * README, so whoever is paged knows where to start.
+ *
+ * Silence pages too. Counts that nobody emits are "nothing happened" (missing data does not
+ * breach); but a scheduled function that stops running emits nothing at all, and with it
+ * every gauge and count it would have published. So each scheduled function — every
+ * worker, the reaper, the relay — has a heartbeat alarm on its completed invocations
+ * (Invocations − Errors, missing data breaching). The backlog gauges (due depth, oldest due
+ * age, quarantine depth) are the reaper's alone: the reaper's heartbeat covers them, one
+ * page that says the gauges are blind rather than one per gauge and consumer. A paused
+ * consumer's silence is deliberate: its worker's heartbeat pages only while the reaper does
+ * not report it paused (a composite alarm), and its growing backlog does not page either.
  */
+import { Duration } from 'aws-cdk-lib';
 import * as cloudwatch from 'aws-cdk-lib/aws-cloudwatch';
 import * as actions from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type * as lambda from 'aws-cdk-lib/aws-lambda';
+import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as sns from 'aws-cdk-lib/aws-sns';
+import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { MetricNames } from '../../functions/lib/metric-names';
 import type { StageConfig } from '../config';
@@ -17,57 +31,79 @@ export const RUNBOOK = {
   oldestDueAge: 'Oldest due age',
   offsetLag: 'Offset lag',
   functionErrors: 'Function errors',
+  functionSilent: 'Function silent',
+  functionThrottles: 'Function throttles',
+  failedInvocations: 'Failed invocations',
   esmFailedRecords: 'ESM failed records',
   schemaRegistryErrors: 'Schema registry errors',
   outboxUnpublishedAge: 'Outbox unpublished age',
   processingLatency: 'Processing latency',
+  databaseCapacity: 'Database capacity',
+  databaseConnections: 'Database connections',
+  databaseMemory: 'Database memory',
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
   return `Runbook: README, section "Runbook: ${RUNBOOK[section]}".`;
 }
 
+/** A function invoked on a schedule, whose silence must page. */
+export interface ScheduledFunction {
+  label: string;
+  function: lambda.IFunction;
+  intervalMinutes: number;
+  /** A worker's consumer: its silence is expected while the consumer is paused. */
+  consumer?: string;
+}
+
+/** A queue of failed deliveries or invocations, and what it holds. */
+export interface FailureQueue {
+  label: string;
+  queue: sqs.IQueue;
+}
+
 export interface InboxAlarmsProps {
   metrics: InboxMetrics;
   consumers: MonitoredConsumer[];
   functions: MonitoredFunction[];
+  scheduled: ScheduledFunction[];
+  failureQueues: FailureQueue[];
+  database: { cluster: rds.DatabaseCluster; maxCapacityAcu: number };
   thresholds: StageConfig['alarms'];
   topic: sns.ITopic;
 }
 
+/** Memory per Aurora Serverless v2 capacity unit. */
+const ACU_BYTES = 2 * 1024 ** 3;
+
+/**
+ * Aurora PostgreSQL's default max_connections at a capacity: LEAST(memory / 9,531,392, 5,000).
+ * Serverless v2 sets it from the maximum capacity, so it does not move as the cluster scales.
+ */
+export function defaultMaxConnections(maxCapacityAcu: number): number {
+  return Math.min(Math.floor((maxCapacityAcu * ACU_BYTES) / 9_531_392), 5_000);
+}
+
+const idOf = (label: string) => label.replace(/[^A-Za-z0-9]/g, '');
+
 export class InboxAlarms extends Construct {
-  readonly alarms: cloudwatch.Alarm[] = [];
+  /** The alarms that notify (the topic is their action). */
+  readonly alarms: (cloudwatch.Alarm | cloudwatch.CompositeAlarm)[] = [];
+
+  private readonly action: actions.SnsAction;
 
   constructor(scope: Construct, id: string, props: InboxAlarmsProps) {
     super(scope, id);
     const { metrics: m, thresholds: t } = props;
-    const action = new actions.SnsAction(props.topic);
+    this.action = new actions.SnsAction(props.topic);
 
-    const add = (
-      alarmId: string,
-      metric: cloudwatch.IMetric,
-      threshold: number,
-      section: keyof typeof RUNBOOK,
-      what: string,
-      // No data means nothing happened (counts) or the reaper is not publishing, which
-      // the reaper's own error alarm reports.
-      treatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-    ): void => {
-      const alarm = new cloudwatch.Alarm(this, alarmId, {
-        metric,
-        threshold,
-        evaluationPeriods: t.evaluationPeriods,
-        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-        treatMissingData,
-        alarmDescription: `${what} ${runbookReference(section)}`,
-      });
-      alarm.addAlarmAction(action);
-      alarm.addOkAction(action);
-      this.alarms.push(alarm);
-    };
+    // No data means nothing happened (counts), or that the function publishing it is silent,
+    // which its heartbeat reports.
+    const add = (alarmId: string, metric: cloudwatch.IMetric, threshold: number, section: keyof typeof RUNBOOK, what: string) =>
+      this.alarm(alarmId, { metric, threshold, evaluationPeriods: t.evaluationPeriods }, section, what);
 
     for (const c of props.consumers) {
-      const key = c.name.replace(/[^A-Za-z0-9]/g, '');
+      const key = idOf(c.name);
       add(
         `${key}QuarantineDepth`,
         m.metric(c.name, MetricNames.QuarantineDepth, 'Maximum'),
@@ -84,10 +120,10 @@ export class InboxAlarms extends Construct {
       );
       add(
         `${key}OldestDueAge`,
-        m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum'),
+        m.unlessPaused(c.name, m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum'), 'oldest due age'),
         t.oldestDueAgeSeconds,
         'oldestDueAge',
-        `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s.`,
+        `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s (not while the consumer is paused).`,
       );
       add(`${key}OffsetLag`, m.offsetLag(c), t.offsetLag, 'offsetLag', `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`);
       add(
@@ -112,14 +148,17 @@ export class InboxAlarms extends Construct {
         `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
       );
       if (c.emits) {
-        add(
+        // The relay publishes this gauge every minute: silence means it is not running.
+        this.alarm(
           `${key}OutboxUnpublishedAge`,
-          m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum'),
-          t.outboxUnpublishedAgeSeconds,
+          {
+            metric: m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum'),
+            threshold: t.outboxUnpublishedAgeSeconds,
+            evaluationPeriods: t.evaluationPeriods,
+            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+          },
           'outboxUnpublishedAge',
           `${c.name}: an emitted event has waited more than ${t.outboxUnpublishedAgeSeconds} s to be published, or the relay publishes no gauge.`,
-          // The relay publishes this gauge every minute: silence means it is not running.
-          cloudwatch.TreatMissingData.BREACHING,
         );
       }
       if (c.schemaRegistry) {
@@ -132,14 +171,138 @@ export class InboxAlarms extends Construct {
         );
       }
     }
+
     for (const f of props.functions) {
+      const key = idOf(f.label);
+      add(`${key}Errors`, f.function.metricErrors({ statistic: 'Sum', period: m.period }), t.functionErrors, 'functionErrors', `${f.label}: the function returned errors.`);
       add(
-        `${f.label.replace(/[^A-Za-z0-9]/g, '')}Errors`,
-        f.function.metricErrors({ statistic: 'Sum', period: m.period }),
-        t.functionErrors,
-        'functionErrors',
-        `${f.label}: the function returned errors.`,
+        `${key}Throttles`,
+        f.function.metricThrottles({ statistic: 'Sum', period: m.period }),
+        t.functionThrottles,
+        'functionThrottles',
+        `${f.label}: Lambda throttled invocations (reserved or account concurrency exhausted).`,
       );
     }
+
+    for (const s of props.scheduled) this.heartbeat(s, props);
+
+    for (const q of props.failureQueues) {
+      add(
+        `${idOf(q.label)}Messages`,
+        q.queue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: m.period }),
+        t.failedInvocations,
+        'failedInvocations',
+        `${q.label} holds messages: invocations that never ran or failed, kept for inspection.`,
+      );
+    }
+
+    const { cluster, maxCapacityAcu } = props.database;
+    const maxConnections = t.databaseMaxConnections ?? defaultMaxConnections(maxCapacityAcu);
+    add(
+      'DatabaseCapacity',
+      cluster.metricACUUtilization({ statistic: 'Maximum', period: m.period }),
+      t.databaseCapacityPercent,
+      'databaseCapacity',
+      `Aurora: capacity above ${t.databaseCapacityPercent} % of its maximum (${maxCapacityAcu} ACU).`,
+    );
+    add(
+      'DatabaseConnections',
+      cluster.metricDatabaseConnections({ statistic: 'Maximum', period: m.period }),
+      Math.floor((maxConnections * t.databaseConnectionsPercent) / 100),
+      'databaseConnections',
+      `Aurora: connections above ${t.databaseConnectionsPercent} % of max_connections (${maxConnections}).`,
+    );
+    const memoryFloor = Math.floor((maxCapacityAcu * ACU_BYTES * t.databaseFreeableMemoryPercent) / 100);
+    this.alarm(
+      'DatabaseFreeableMemory',
+      {
+        metric: cluster.metricFreeableMemory({ statistic: 'Minimum', period: m.period }),
+        threshold: memoryFloor,
+        evaluationPeriods: t.evaluationPeriods,
+        comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      },
+      'databaseMemory',
+      `Aurora: freeable memory below ${t.databaseFreeableMemoryPercent} % of the memory at its maximum capacity (${memoryFloor} bytes).`,
+    );
+  }
+
+  /**
+   * A scheduled function's heartbeat: completed invocations (Invocations − Errors) over
+   * periods at least as long as its schedule's interval; missing data breaches. A worker's
+   * pages through a composite alarm that holds it back while its consumer is paused.
+   */
+  private heartbeat(s: ScheduledFunction, props: InboxAlarmsProps): void {
+    const { metrics: m, thresholds: t } = props;
+    const key = idOf(s.label);
+    const period = Duration.minutes(Math.max(m.period.toMinutes(), s.intervalMinutes));
+    const completed = new cloudwatch.MathExpression({
+      // Lambda publishes Errors beside Invocations; FILL only guards a period where it did not.
+      expression: 'invocations - FILL(errors, 0)',
+      usingMetrics: {
+        invocations: s.function.metricInvocations({ statistic: 'Sum', period }),
+        errors: s.function.metricErrors({ statistic: 'Sum', period }),
+      },
+      period,
+      label: `${s.label} completed invocations`,
+    });
+    const silentFor = `${t.heartbeatPeriods} × ${period.toMinutes()} min`;
+    const what = `${s.label}: completed no invocation for ${silentFor}; everything it publishes is missing too.`;
+    const heartbeat = {
+      metric: completed,
+      threshold: 1,
+      evaluationPeriods: t.heartbeatPeriods,
+      comparisonOperator: cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+    };
+    if (s.consumer === undefined) {
+      this.alarm(`${key}Heartbeat`, heartbeat, 'functionSilent', what);
+      return;
+    }
+    // The worker of a consumer: silent on purpose while paused (ops pause disables its
+    // schedule). The reaper reports the pause every minute; a pause it stopped reporting
+    // keeps its last state (the reaper's own heartbeat pages for that).
+    const silent = new cloudwatch.Alarm(this, `${key}Silent`, {
+      ...heartbeat,
+      alarmDescription: `${what} Notifies through ${key}Heartbeat, unless the consumer is paused.`,
+    });
+    const paused = new cloudwatch.Alarm(this, `${key}Paused`, {
+      metric: m.metric(s.consumer, MetricNames.ConsumerPaused, 'Maximum'),
+      threshold: 1,
+      evaluationPeriods: 1,
+      comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+      treatMissingData: cloudwatch.TreatMissingData.IGNORE,
+      alarmDescription: `${s.consumer} is paused (ops pause): holds back ${key}Heartbeat. Notifies nobody.`,
+    });
+    const composite = new cloudwatch.CompositeAlarm(this, `${key}Heartbeat`, {
+      alarmRule: cloudwatch.AlarmRule.allOf(
+        cloudwatch.AlarmRule.fromAlarm(silent, cloudwatch.AlarmState.ALARM),
+        cloudwatch.AlarmRule.not(cloudwatch.AlarmRule.fromAlarm(paused, cloudwatch.AlarmState.ALARM)),
+      ),
+      alarmDescription: `${what} Not while ${s.consumer} is paused. ${runbookReference('functionSilent')}`,
+    });
+    this.notify(composite);
+  }
+
+  private alarm(
+    alarmId: string,
+    props: Omit<cloudwatch.AlarmProps, 'alarmDescription' | 'comparisonOperator' | 'treatMissingData'> &
+      Partial<Pick<cloudwatch.AlarmProps, 'comparisonOperator' | 'treatMissingData'>>,
+    section: keyof typeof RUNBOOK,
+    what: string,
+  ): void {
+    this.notify(
+      new cloudwatch.Alarm(this, alarmId, {
+        comparisonOperator: cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        treatMissingData: cloudwatch.TreatMissingData.NOT_BREACHING,
+        ...props,
+        alarmDescription: `${what} ${runbookReference(section)}`,
+      }),
+    );
+  }
+
+  private notify(alarm: cloudwatch.Alarm | cloudwatch.CompositeAlarm): void {
+    alarm.addAlarmAction(this.action);
+    alarm.addOkAction(this.action);
+    this.alarms.push(alarm);
   }
 }

@@ -26,13 +26,6 @@ export function reservedConcurrencyOf(consumer: ConsumerStageConfig): number | u
   return consumer.workerReservedConcurrency ?? consumer.workerMaxConcurrency + 1;
 }
 
-/**
- * A wake-up that Lambda could not deliver at once is worth nothing a minute later (the
- * schedule has run the worker by then), and one that failed is not retried: the next
- * ingest batch or tick wakes a worker anyway. 60 s is the shortest age Lambda allows.
- */
-export const WAKE_UP_MAX_EVENT_AGE = Duration.seconds(60);
-
 export class ConsumerWorker extends Construct {
   readonly function: InboxFunction;
   readonly schedule: scheduler.Schedule;
@@ -64,9 +57,11 @@ export class ConsumerWorker extends Construct {
         WAKE_UPS: String(consumer.wakeUps),
       },
     });
-    // Every asynchronous invocation: the wake-ups, and the schedule's (Scheduler invokes
-    // asynchronously; a missed tick is replaced by the next one).
-    this.function.configureAsyncInvoke({ retryAttempts: 0, maxEventAge: WAKE_UP_MAX_EVENT_AGE });
+    // Every asynchronous invocation, the wake-ups' and the schedule's (Scheduler invokes
+    // asynchronously), is configured by the schedule (scheduled.ts): a wake-up that Lambda
+    // could not run at once is worth nothing a minute later (the schedule has run the worker
+    // by then), and one that failed is not retried: the next ingest batch or tick wakes a
+    // worker anyway.
     if (consumer.wakeUps) {
       // Fan-out and hand-over invoke the function itself, by the name Lambda gives it at run
       // time (AWS_LAMBDA_FUNCTION_NAME). A policy of its own, not the role's default policy:

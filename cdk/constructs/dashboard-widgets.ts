@@ -90,11 +90,14 @@ export const CONSUMER_WIDGETS: readonly ConsumerWidget[] = [
     ],
   },
   {
-    // Who woke the worker, and how often that failed (the schedule then runs it anyway).
+    // Who woke the worker, how often that failed (the schedule then runs it anyway), and
+    // whether an operator paused it (then nobody wakes it and nothing is processed).
     id: 'wake-ups',
-    title: 'wake-ups',
+    title: 'wake-ups and pause',
     leftLabel: 'invocations',
     left: [sum(MetricNames.WakeUpsSent), sum(MetricNames.FanOutsSent), sum(MetricNames.HandOversSent), sum(MetricNames.WakeUpFailures)],
+    rightLabel: 'paused (1)',
+    right: [{ metric: MetricNames.ConsumerPaused, stat: 'Maximum', label: 'paused' }],
   },
   {
     id: 'backlog',

@@ -65,6 +65,20 @@ export class InboxMetrics {
     });
   }
 
+  /**
+   * `value`, or 0 while the reaper reports the consumer paused (ops pause): a backlog that
+   * grows because an operator paused it is no news. Both come from the reaper, in one
+   * document a minute, so their data points line up.
+   */
+  unlessPaused(consumer: string, value: cloudwatch.IMetric, label: string): cloudwatch.MathExpression {
+    return new cloudwatch.MathExpression({
+      expression: 'IF(paused >= 1, 0, value)',
+      usingMetrics: { value, paused: this.metric(consumer, MetricNames.ConsumerPaused, 'Maximum') },
+      period: PERIOD,
+      label: `${consumer} ${label} (0 while paused)`,
+    });
+  }
+
   /** AWS/Lambda OffsetLag of a consumer's ingest function: records in Kafka not yet processed. */
   offsetLag(consumer: MonitoredConsumer, label = 'offset lag'): cloudwatch.Metric {
     return consumer.ingest.metric('OffsetLag', { statistic: 'Maximum', period: PERIOD, label: `${consumer.name} ${label}` });

@@ -50,8 +50,9 @@ export class OutboxRelay extends Construct {
         KAFKA_BROKERS: brokers,
         RELAY_BATCH_SIZE: String(relay.batchSize),
         RELAY_SAFETY_MARGIN_MS: String(relay.safetyMarginSeconds * 1000),
-        // A lane's lease never outlives the invocation (the relay caps it at the time left).
-        LEASE_SECONDS: String(relay.timeoutSeconds),
+        // Longer than the invocation (the stage config checks it); the relay caps each lease
+        // at the time its invocation has left.
+        LEASE_SECONDS: String(relay.leaseSeconds),
         // No statement may outlast the margin kept before the deadline.
         DB_STATEMENT_TIMEOUT_MS: String(relay.safetyMarginSeconds * 1000),
       },

@@ -12,7 +12,7 @@ import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import { Construct } from 'constructs';
 import { acknowledge } from '../constructs/nag';
 import type { ConsumerStageConfig, StageConfig } from '../config';
-import { InboxAlarms } from '../constructs/alarms';
+import { InboxAlarms, type ScheduledFunction } from '../constructs/alarms';
 import { ConsumerWorker } from '../constructs/consumer-worker';
 import { InboxDashboard } from '../constructs/dashboard';
 import { retentionDays, type FunctionPlatform } from '../constructs/inbox-function';
@@ -133,11 +133,11 @@ export class StatelessStack extends Stack {
     const ops = new Ops(this, 'Ops', {
       platform,
       schedules,
-      workerSchedules: Object.fromEntries(config.consumers.map((c, i) => [c.name, this.consumers[i]!.worker.schedule])),
-      ingestMappings: Object.fromEntries(
+      consumers: Object.fromEntries(
         config.consumers.map((c, i) => {
-          const ingest = this.consumers[i]!.ingest;
-          return [c.name, { ids: ingest.eventSourceMappingIds, arns: ingest.eventSourceMappingArns }];
+          const { ingest, worker } = this.consumers[i]!;
+          const mappings = { mappingIds: ingest.eventSourceMappingIds, mappingArns: ingest.eventSourceMappingArns };
+          return [c.name, { schedule: worker.schedule, worker: worker.function, ingest: { function: ingest.function, ...mappings } }];
         }),
       ),
     });
@@ -167,8 +167,25 @@ export class StatelessStack extends Stack {
       { label: 'ops', function: ops.function },
       ...(relay ? [{ label: 'outbox relay', function: relay.function }] : []),
     ];
+    const scheduled: ScheduledFunction[] = [
+      ...monitored.map((c) => ({ label: `${c.name} worker`, function: c.worker, intervalMinutes: 1, consumer: c.name })),
+      { label: 'reaper', function: reaper.function, intervalMinutes: config.reaper.intervalMinutes },
+      ...(relay ? [{ label: 'outbox relay', function: relay.function, intervalMinutes: config.relay.intervalMinutes }] : []),
+    ];
     new InboxDashboard(this, 'Dashboard', { metrics, consumers: monitored, functions, cluster: stateful.cluster });
-    new InboxAlarms(this, 'Alarms', { metrics, consumers: monitored, functions, thresholds: config.alarms, topic: this.alarmTopic });
+    new InboxAlarms(this, 'Alarms', {
+      metrics,
+      consumers: monitored,
+      functions,
+      scheduled,
+      failureQueues: [
+        { label: 'The schedules\' dead-letter queue', queue: schedules.deadLetterQueue },
+        { label: 'The failed-invocations queue', queue: schedules.failedInvocations },
+      ],
+      database: { cluster: stateful.cluster, maxCapacityAcu: config.database.maxCapacityAcu },
+      thresholds: config.alarms,
+      topic: this.alarmTopic,
+    });
   }
 
   private createAlarmTopic(config: StageConfig): sns.ITopic {

@@ -190,10 +190,11 @@ describe('wake-ups', () => {
       const byWorker = grants.filter((g) => JSON.stringify(g.roles) === JSON.stringify([{ Ref: roleOf(worker) }]));
       expect(byWorker, c.name).toEqual([{ roles: [{ Ref: roleOf(worker) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } }]);
     }
-    // Nobody else invokes a function (the schedules' role is the scheduler's, not a function's).
+    // Nobody else invokes a function but ops, which wakes a worker on resume (the schedules'
+    // roles are the scheduler's, not a function's).
     const functionRoles = new Set(functions().map(([, f]) => roleOf(f)));
     const others = grants.filter((g) => g.roles.some((r) => functionRoles.has((r as { Ref: string }).Ref)));
-    expect(others).toHaveLength(s.config.consumers.length * 2);
+    expect(others).toHaveLength(s.config.consumers.length * 2 + 1);
   });
 
   it('reserve each worker its maximum concurrency plus one, and neither retry nor keep an old asynchronous invocation', () => {
@@ -276,14 +277,17 @@ describe('functions', () => {
     const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
     const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
     const switching = statements.filter((st) => [st.Action].flat().some((a) => a.endsWith('EventSourceMapping')));
-    expect(switching).toHaveLength(1);
-    expect([switching[0]!.Action].flat().sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
-    const resources = [switching[0]!.Resource].flat().map((r) => JSON.stringify(r));
-    // One ARN per mapping of this stack, arn:…:event-source-mapping:<its UUID>: never a wildcard.
-    expect(resources.map((r) => /"Ref":"([A-Za-z0-9]+)"/.exec(r)?.[1]).sort()).toEqual(mappingIds);
-    for (const r of resources) {
-      expect(r).toContain(':event-source-mapping:');
-      expect(r).not.toContain('*');
+    // Get and Update apart: only Update takes the lambda:FunctionArn condition (control-plane.test.ts).
+    expect(switching).toHaveLength(2);
+    expect(switching.flatMap((st) => [st.Action].flat()).sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
+    for (const statement of switching) {
+      const resources = [statement.Resource].flat().map((r) => JSON.stringify(r));
+      // One ARN per mapping of this stack, arn:…:event-source-mapping:<its UUID>: never a wildcard.
+      expect(resources.map((r) => /"Ref":"([A-Za-z0-9]+)"/.exec(r)?.[1]).sort()).toEqual(mappingIds);
+      for (const r of resources) {
+        expect(r).toContain(':event-source-mapping:');
+        expect(r).not.toContain('*');
+      }
     }
 
     const ops = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).find((f) =>
@@ -507,10 +511,17 @@ describe('observability', () => {
   });
 
   it('has every alarm for every consumer and function, each naming its runbook section and notifying the topic', () => {
-    const alarms = Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm'));
+    // The alarms that notify; a worker's heartbeat and pause alarms notify through a composite (control-plane.test.ts).
+    const alarms = [
+      ...Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm')),
+      ...Object.values(resourcesOf(s.stateless, 'AWS::CloudWatch::CompositeAlarm')),
+    ].filter((a) => a.Properties!.AlarmActions !== undefined);
     const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
     const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
-    expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount);
+    // per consumer 7 (+ outbox), errors and throttles per function, a heartbeat per scheduled
+    // function (workers, reaper, relay), two queues, three on the database
+    const scheduled = CONSUMERS.length + 2;
+    expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount * 2 + scheduled + 2 + 3);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
@@ -527,6 +538,9 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.processingLatency)).toBe(CONSUMERS.length * 2);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
+    expect(bySection.get(RUNBOOK.functionThrottles)).toBe(functionCount);
+    expect(bySection.get(RUNBOOK.functionSilent)).toBe(scheduled);
+    expect(bySection.get(RUNBOOK.failedInvocations)).toBe(2);
     expect(bySection.get(RUNBOOK.outboxUnpublishedAge)).toBe(emitting);
   });
 
@@ -564,8 +578,8 @@ describe('observability', () => {
       const latency = JSON.stringify(widget(`${c.name}: latency received → processed`)!.properties.metrics);
       for (const stat of ['p50', 'p95', 'p99']) expect(latency).toContain(`"stat":"${stat}"`);
       expect(latency).toContain(MetricNames.ProcessingLatency);
-      const wakeUps = JSON.stringify(widget(`${c.name}: wake-ups`)!.properties.metrics);
-      for (const name of [MetricNames.WakeUpsSent, MetricNames.FanOutsSent, MetricNames.HandOversSent, MetricNames.WakeUpFailures]) {
+      const wakeUps = JSON.stringify(widget(`${c.name}: wake-ups and pause`)!.properties.metrics);
+      for (const name of [MetricNames.WakeUpsSent, MetricNames.FanOutsSent, MetricNames.HandOversSent, MetricNames.WakeUpFailures, MetricNames.ConsumerPaused]) {
         expect(wakeUps).toContain(`"${name}"`);
       }
     }

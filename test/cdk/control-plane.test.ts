@@ -1,0 +1,269 @@
+/**
+ * The operator's levers and the alarms in the dev stage's templates: silence pages (a
+ * heartbeat per scheduled function, missing data breaching, a paused consumer's worker held
+ * back), failures page (dead letters, failed asynchronous invocations, throttles, the
+ * database), asynchronous invocations neither retry nor age, and the control plane's own
+ * least privilege (the replay schedules' role, iam:PassRole to Scheduler only, mapping
+ * updates for the ingest functions only).
+ */
+import { readFileSync } from 'node:fs';
+import type { Template } from 'aws-cdk-lib/assertions';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { defaultMaxConnections, RUNBOOK } from '../../cdk/constructs/alarms';
+import { CONSUMERS } from '../../functions/consumers/index';
+import { MetricNames } from '../../functions/lib/metric-names';
+import { actionsOf, statementsOfRole, synthesize, unacknowledgedNagErrors, type PolicyStatement, type Synthesized } from './synth';
+
+let s: Synthesized;
+beforeAll(() => {
+  s = synthesize({ bundle: false });
+});
+
+type Resource = { Type: string; Properties: Record<string, any> };
+const resources = (t: Template, type: string) => Object.entries(t.findResources(type)) as [string, Resource][];
+const functionsBy = (t: Template, description: RegExp) => resources(t, 'AWS::Lambda::Function').filter(([, f]) => description.test(String(f.Properties.Description)));
+const roleOf = (f: Resource) => (f.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+const alarmsOf = (t: Template) => resources(t, 'AWS::CloudWatch::Alarm');
+const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+
+/** The alarm that notifies about `section`, whose metrics or description mention `about`. */
+function notifying(t: Template, section: string, about: (a: Resource) => boolean) {
+  return alarmsOf(t).filter(([, a]) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${section}"`) && about(a));
+}
+
+const metricsOf = (a: Resource) => a.Properties.Metrics as { Id: string; Expression?: string; MetricStat?: { Metric: any; Stat: string; Period: number } }[];
+const refersTo = (a: Resource, logicalId: string) => JSON.stringify(a.Properties).includes(`"Ref":"${logicalId}"`);
+
+describe('silence pages: a heartbeat per scheduled function', () => {
+  const scheduledFunctions = () => [
+    ...functionsBy(s.stateless, /^Kafka inbox worker: /),
+    ...functionsBy(s.stateless, /^Kafka inbox reaper/),
+    ...functionsBy(s.stateless, /^Kafka inbox outbox relay/),
+  ];
+
+  it('alarms when a scheduled function completed no invocation (Invocations − Errors < 1), missing data breaching', () => {
+    const functions = scheduledFunctions();
+    expect(functions).toHaveLength(CONSUMERS.length + 2);
+    for (const [id, f] of functions) {
+      const heartbeats = alarmsOf(s.stateless).filter(([, a]) => a.Properties.Metrics !== undefined && metricsOf(a).some((q) => q.Expression === 'invocations - FILL(errors, 0)') && refersTo(a, id));
+      expect(heartbeats, f.Properties.Description).toHaveLength(1);
+      const p = heartbeats[0]![1].Properties;
+      expect(p).toMatchObject({ ComparisonOperator: 'LessThanThreshold', Threshold: 1, TreatMissingData: 'breaching', EvaluationPeriods: s.config.alarms.heartbeatPeriods });
+      const stats = metricsOf(heartbeats[0]![1]).filter((q) => q.MetricStat).map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat, q.MetricStat!.Period]);
+      expect(stats.sort()).toEqual([
+        ['errors', 'Errors', 'Sum', 300],
+        ['invocations', 'Invocations', 'Sum', 300],
+      ]);
+    }
+  });
+
+  it('pages for the reaper and the relay directly, naming the runbook section that exists', () => {
+    for (const label of ['reaper', 'outbox relay']) {
+      const found = notifying(s.stateless, RUNBOOK.functionSilent, (a) => String(a.Properties.AlarmDescription).startsWith(`${label}:`));
+      expect(found, label).toHaveLength(1);
+      expect(found[0]![1].Properties.AlarmActions).toHaveLength(1);
+      expect(found[0]![1].Properties.TreatMissingData).toBe('breaching');
+    }
+    expect(README).toContain(`### Runbook: ${RUNBOOK.functionSilent}\n`);
+  });
+
+  it("covers the reaper's gauges: the backlog alarms read only what the reaper publishes, and its heartbeat pages when it stops", () => {
+    const reaperGauges: string[] = [MetricNames.DueDepth, MetricNames.OldestDueAgeSeconds, MetricNames.QuarantineDepth, MetricNames.HeldDepth, MetricNames.ConsumerPaused];
+    const [[reaperId]] = functionsBy(s.stateless, /^Kafka inbox reaper/) as [[string, Resource]];
+    // Every alarm on a reaper gauge is quiet when the gauge is missing…
+    const onGauges = alarmsOf(s.stateless).filter(([, a]) => reaperGauges.some((g) => JSON.stringify(a.Properties).includes(`"MetricName":"${g}"`)));
+    expect(onGauges.length).toBeGreaterThanOrEqual(CONSUMERS.length * 2);
+    // …so the reaper's silence must page by itself: one alarm on its own invocations, breaching when they are missing.
+    const reaperHeartbeat = alarmsOf(s.stateless).filter(([, a]) => refersTo(a, reaperId) && a.Properties.TreatMissingData === 'breaching');
+    expect(reaperHeartbeat).toHaveLength(1);
+    expect(reaperHeartbeat[0]![1].Properties.AlarmActions).toHaveLength(1);
+  });
+
+  it("holds back a worker's heartbeat while its consumer is paused: a composite alarm, ALARM(silent) AND NOT ALARM(paused)", () => {
+    const composites = resources(s.stateless, 'AWS::CloudWatch::CompositeAlarm');
+    expect(composites).toHaveLength(CONSUMERS.length);
+    for (const c of CONSUMERS) {
+      const key = c.name.replace(/[^A-Za-z0-9]/g, '');
+      const [[silentId, silent]] = alarmsOf(s.stateless).filter(([id]) => id.includes(`${key}workerSilent`)) as [[string, Resource]];
+      const [[pausedId, paused]] = alarmsOf(s.stateless).filter(([id]) => id.includes(`${key}workerPaused`)) as [[string, Resource]];
+      // Neither notifies by itself.
+      expect(silent.Properties.AlarmActions).toBeUndefined();
+      expect(paused.Properties.AlarmActions).toBeUndefined();
+      expect(silent.Properties.TreatMissingData).toBe('breaching');
+      expect(paused.Properties).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, TreatMissingData: 'ignore' });
+      const [stat] = metricsOf(paused).map((q) => q.MetricStat!);
+      expect(stat).toMatchObject({ Metric: { MetricName: MetricNames.ConsumerPaused }, Stat: 'Maximum' });
+      expect(stat!.Metric.Dimensions).toContainEqual({ Name: 'ConsumerName', Value: c.name });
+      const composite = composites.find(([, a]) => JSON.stringify(a.Properties.AlarmRule).includes(silentId));
+      expect(composite, c.name).toBeDefined();
+      const rule = JSON.stringify(composite![1].Properties.AlarmRule);
+      expect(rule).toContain(`"${silentId}"`);
+      expect(rule).toContain(`"${pausedId}"`);
+      expect(rule).toContain('NOT');
+      expect(composite![1].Properties.AlarmActions).toHaveLength(1);
+      expect(composite![1].Properties.OKActions).toHaveLength(1);
+      expect(composite![1].Properties.AlarmDescription).toContain(`"Runbook: ${RUNBOOK.functionSilent}"`);
+    }
+  });
+
+  it("does not page for a paused consumer's growing backlog: the oldest due age counts as 0 while it is paused", () => {
+    for (const c of CONSUMERS) {
+      const key = c.name.replace(/[^A-Za-z0-9]/g, '');
+      const [[, alarm]] = alarmsOf(s.stateless).filter(([id]) => id.includes(`${key}OldestDueAge`)) as [[string, Resource]];
+      const metrics = metricsOf(alarm);
+      expect(metrics.find((q) => q.Expression !== undefined)!.Expression).toBe('IF(paused >= 1, 0, value)');
+      expect(metrics.filter((q) => q.MetricStat).map((q) => [q.Id, q.MetricStat!.Metric.MetricName]).sort()).toEqual([
+        ['paused', MetricNames.ConsumerPaused],
+        ['value', MetricNames.OldestDueAgeSeconds],
+      ]);
+    }
+  });
+});
+
+describe('failures page: queues, throttles, the database', () => {
+  it('alarms on messages in the schedules\' dead-letter queue and in the failed-invocations queue', () => {
+    const queues = resources(s.stateless, 'AWS::SQS::Queue').map(([id]) => id);
+    expect(queues.some((q) => q.includes('DeadLetters'))).toBe(true);
+    expect(queues.some((q) => q.includes('FailedInvocations'))).toBe(true);
+    for (const q of queues) {
+      const found = notifying(s.stateless, RUNBOOK.failedInvocations, (a) => JSON.stringify(a.Properties.Dimensions ?? []).includes(q));
+      expect(found, q).toHaveLength(1);
+      expect(found[0]![1].Properties).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Namespace: 'AWS/SQS', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold' });
+    }
+  });
+
+  it('alarms on throttles of every function', () => {
+    const functions = functionsBy(s.stateless, /^Kafka inbox (ingest|worker|reaper|operator|outbox relay)/);
+    expect(functions).toHaveLength(CONSUMERS.length * 2 + 3);
+    for (const [id, f] of functions) {
+      const found = notifying(s.stateless, RUNBOOK.functionThrottles, (a) => a.Properties.MetricName === 'Throttles' && refersTo(a, id));
+      expect(found, f.Properties.Description).toHaveLength(1);
+      expect(found[0]![1].Properties).toMatchObject({ Statistic: 'Sum', Threshold: s.config.alarms.functionThrottles });
+    }
+  });
+
+  it('alarms on the database: capacity, connections against the maximum, freeable memory', () => {
+    const t = s.config.alarms;
+    const max = s.config.database.maxCapacityAcu;
+    const expected = [
+      [RUNBOOK.databaseCapacity, 'ACUUtilization', 'GreaterThanThreshold', t.databaseCapacityPercent],
+      [RUNBOOK.databaseConnections, 'DatabaseConnections', 'GreaterThanThreshold', Math.floor((defaultMaxConnections(max) * t.databaseConnectionsPercent) / 100)],
+      [RUNBOOK.databaseMemory, 'FreeableMemory', 'LessThanThreshold', Math.floor((max * 2 * 1024 ** 3 * t.databaseFreeableMemoryPercent) / 100)],
+    ] as const;
+    for (const [section, metric, operator, threshold] of expected) {
+      const found = notifying(s.stateless, section, (a) => a.Properties.MetricName === metric);
+      expect(found, metric).toHaveLength(1);
+      expect(found[0]![1].Properties).toMatchObject({ Namespace: 'AWS/RDS', ComparisonOperator: operator, Threshold: threshold });
+      expect(JSON.stringify(found[0]![1].Properties.Dimensions)).toContain('DBClusterIdentifier');
+      expect(README).toContain(`### Runbook: ${section}\n`);
+    }
+    // AWS's formula at 4 ACU (8 GiB): 901 connections.
+    expect(defaultMaxConnections(4)).toBe(901);
+  });
+
+  it('names a runbook section that exists in every alarm that notifies', () => {
+    const notifyingAlarms = [...alarmsOf(s.stateless), ...resources(s.stateless, 'AWS::CloudWatch::CompositeAlarm')].filter(([, a]) => a.Properties.AlarmActions !== undefined);
+    for (const [id, a] of notifyingAlarms) {
+      const section = Object.values(RUNBOOK).find((title) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${title}"`));
+      expect(section, id).toBeDefined();
+      expect(README, section).toContain(`### Runbook: ${section}\n`);
+    }
+  });
+});
+
+describe('asynchronous invocations: no retry, no old event, failures kept', () => {
+  it('configures every function invoked asynchronously (workers, reaper, relay, ops): 0 retries, 60 s, the failed-invocations queue', () => {
+    const configs = resources(s.stateless, 'AWS::Lambda::EventInvokeConfig');
+    const invokedAsync = functionsBy(s.stateless, /^Kafka inbox (worker|reaper|outbox relay|operator)/);
+    expect(invokedAsync).toHaveLength(CONSUMERS.length + 3);
+    const [[queueId]] = resources(s.stateless, 'AWS::SQS::Queue').filter(([id]) => id.includes('FailedInvocations')) as [[string, Resource]];
+    for (const [id, f] of invokedAsync) {
+      const config = configs.filter(([, c]) => JSON.stringify(c.Properties.FunctionName) === JSON.stringify({ Ref: id }));
+      expect(config, f.Properties.Description).toHaveLength(1);
+      expect(config[0]![1].Properties).toEqual({
+        FunctionName: { Ref: id },
+        Qualifier: '$LATEST',
+        MaximumRetryAttempts: 0,
+        MaximumEventAgeInSeconds: 60,
+        DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [queueId, 'Arn'] } } },
+      });
+      // The function may send its failures there, and nothing else to SQS.
+      const sqs = statementsOfRole(s.stateless, roleOf(f)).filter((st) => actionsOf(st).some((a) => a.startsWith('sqs:')));
+      expect(sqs.map((st) => st.Resource)).toEqual([{ 'Fn::GetAtt': [queueId, 'Arn'] }]);
+    }
+    // No function is retried asynchronously by Lambda's defaults.
+    expect(configs).toHaveLength(invokedAsync.length);
+  });
+});
+
+describe("the control plane's least privilege", () => {
+  const ops = () => functionsBy(s.stateless, /^Kafka inbox operator commands/)[0]!;
+  const opsStatements = () => statementsOfRole(s.stateless, roleOf(ops()[1]));
+
+  it('runs replay schedules under a role of their own that can invoke the ops function and nothing else', () => {
+    const env = ops()[1].Properties.Environment.Variables;
+    const replayRoleId = (env.SCHEDULER_ROLE_ARN as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
+    expect(replayRoleId).toMatch(/ReplayRole/);
+    const [role] = resources(s.stateless, 'AWS::IAM::Role').filter(([id]) => id === replayRoleId);
+    expect(role![1].Properties.AssumeRolePolicyDocument.Statement).toEqual([
+      { Action: 'sts:AssumeRole', Effect: 'Allow', Principal: { Service: 'scheduler.amazonaws.com' } },
+    ]);
+    expect(role![1].Properties.ManagedPolicyArns).toBeUndefined();
+    expect(statementsOfRole(s.stateless, replayRoleId)).toEqual([{ Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: { 'Fn::GetAtt': [ops()[0], 'Arn'] } }]);
+    // The recurring schedules' role no longer invokes the ops function.
+    const recurring = resources(s.stateless, 'AWS::IAM::Role').filter(([id]) => /SchedulesRole/.test(id));
+    expect(recurring).toHaveLength(1);
+    expect(JSON.stringify(statementsOfRole(s.stateless, recurring[0]![0]))).not.toContain(ops()[0]);
+  });
+
+  it('passes roles to EventBridge Scheduler only: the schedules\' role and the replay role', () => {
+    const passRole = opsStatements().filter((st) => actionsOf(st).includes('iam:PassRole'));
+    expect(passRole).toHaveLength(1);
+    expect(passRole[0]).toMatchObject({ Condition: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } } });
+    const roles = [passRole[0]!.Resource].flat().map((r) => (r as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]);
+    expect(roles.sort()).toEqual(resources(s.stateless, 'AWS::IAM::Role').map(([id]) => id).filter((id) => /SchedulesRole|ReplayRole/.test(id)).sort());
+    // No other statement anywhere grants iam:PassRole.
+    const everywhere = resources(s.stateless, 'AWS::IAM::Policy').flatMap(([, p]) => p.Properties.PolicyDocument.Statement as PolicyStatement[]);
+    expect(everywhere.filter((st) => actionsOf(st).includes('iam:PassRole'))).toHaveLength(1);
+  });
+
+  it('updates an event-source mapping only while it belongs to an ingest function (lambda:FunctionArn)', () => {
+    const ingestIds = functionsBy(s.stateless, /^Kafka inbox ingest: /).map(([id]) => id).sort();
+    const update = opsStatements().filter((st) => actionsOf(st).includes('lambda:UpdateEventSourceMapping'));
+    expect(update).toHaveLength(1);
+    expect(actionsOf(update[0]!)).toEqual(['lambda:UpdateEventSourceMapping']);
+    const condition = (update[0] as PolicyStatement & { Condition: { ArnEquals: { 'lambda:FunctionArn': unknown[] } } }).Condition;
+    const functions = condition.ArnEquals['lambda:FunctionArn'].map((f) => (f as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]).sort();
+    expect(functions).toEqual(ingestIds);
+    const get = opsStatements().filter((st) => actionsOf(st).includes('lambda:GetEventSourceMapping'));
+    expect(get).toHaveLength(1);
+    expect(JSON.stringify(get[0]!.Resource)).toContain(':event-source-mapping:');
+    expect(JSON.stringify(get[0]!.Resource)).not.toContain('*');
+  });
+
+  it("lets ops resume wake each consumer's worker, by its unqualified ARN, named in its environment", () => {
+    const workers = functionsBy(s.stateless, /^Kafka inbox worker: /);
+    const invoke = opsStatements().filter((st) => actionsOf(st).includes('lambda:InvokeFunction'));
+    expect(invoke).toHaveLength(1);
+    expect([invoke[0]!.Resource].flat()).toEqual(expect.arrayContaining(workers.map(([id]) => ({ 'Fn::GetAtt': [id, 'Arn'] }))));
+    expect([invoke[0]!.Resource].flat()).toHaveLength(workers.length);
+    const env = JSON.stringify(ops()[1].Properties.Environment.Variables.WORKER_FUNCTIONS);
+    for (const [id] of workers) expect(env).toContain(`{"Ref":"${id}"}`);
+  });
+
+  it('keeps cdk-nag clean', () => {
+    expect(unacknowledgedNagErrors(s.app)).toEqual([]);
+  });
+});
+
+describe('the relay lease', () => {
+  it('outlives the relay invocation with a margin, and a stage config that breaks it is refused', () => {
+    const [[, relay]] = functionsBy(s.stateless, /^Kafka inbox outbox relay/) as [[string, Resource]];
+    const lease = Number(relay.Properties.Environment.Variables.LEASE_SECONDS);
+    const margin = Number(relay.Properties.Environment.Variables.RELAY_SAFETY_MARGIN_MS) / 1000;
+    expect(relay.Properties.Timeout + margin).toBeLessThan(lease);
+    expect(() => synthesize({ bundle: false, overrides: { relay: { timeoutSeconds: 120, leaseSeconds: 120 } } })).toThrow(
+      /relay: timeoutSeconds \+ safetyMarginSeconds must be below relay\.leaseSeconds \(120\)/,
+    );
+  });
+});
