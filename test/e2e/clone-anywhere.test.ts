@@ -83,7 +83,7 @@ describe('from a mode-700 folder', () => {
       env: embeddedEnv({ TMPDIR: tmp }),
     });
     expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
-    expect(result.stdout).toContain('All 14 checks passed');
+    expect(result.stdout).toContain('All 15 checks passed');
     expect(existsSync(join(clone, '.local/report.html'))).toBe(true);
     expect(embeddedLeftovers(tmp)).toEqual([]);
   });

@@ -25,7 +25,7 @@ describe('npm start exit status', () => {
       env: embeddedEnv({ TMPDIR: tmp }),
     });
     expect(result.code, result.stderr).toBe(1);
-    expect(result.stdout).toMatch(/\d+ of 14 checks FAILED: settled before the timeout; /);
+    expect(result.stdout).toMatch(/\d+ of 15 checks FAILED: settled before the timeout; /);
     expect(result.stdout).toContain('✗ settled before the timeout');
     expect(embeddedLeftovers(tmp)).toEqual([]);
   });

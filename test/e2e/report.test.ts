@@ -44,7 +44,7 @@ afterAll(() => {
 describe('npm start', () => {
   it('exits 0 when every check passes, and prints where the report is', () => {
     expect(result.code, `${result.stdout}\n${result.stderr}`).toBe(0);
-    expect(result.stdout).toContain('All 14 checks passed');
+    expect(result.stdout).toContain('All 15 checks passed');
     expect(result.stdout).toContain(`Report: ${report}`);
   });
 

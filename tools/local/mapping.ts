@@ -118,6 +118,11 @@ export class SimulatedMapping {
     this.produced = options.partitions.map((log) => (options.releasedAt === undefined ? log.length : 0));
   }
 
+  /** Records of the topic, over all partitions. */
+  get total(): number {
+    return this.options.partitions.reduce((n, log) => n + log.length, 0);
+  }
+
   /** Records not yet committed, over all partitions (the mapping's offset lag). */
   get lag(): number {
     return this.options.partitions.reduce((n, log, p) => n + log.length - this.committed[p]!, 0);

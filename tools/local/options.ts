@@ -50,6 +50,11 @@ export interface LocalOptions {
   batchingWindowMs: number;
   /** Ingest wakes the worker and workers fan out and hand over; false: the schedule alone starts workers. */
   wakeUps: boolean;
+  /**
+   * The pause drill: pause one deferred consumer (ops pause) this long mid-run, then resume
+   * it, and check that nothing of it was processed meanwhile (pause-drill.ts); 0: no drill.
+   */
+  pauseMs: number;
   /** Give up (and fail) after this long. */
   timeoutSeconds: number;
   /** Leave the database running after the run and print how to inspect it. */
@@ -82,6 +87,7 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   durationSeconds: 60,
   batchingWindowMs: 0,
   wakeUps: true,
+  pauseMs: 3_000,
   timeoutSeconds: 120,
   keep: false,
   logLevel: 'WARN',
@@ -137,6 +143,11 @@ Faults
   --infra-failure-rate <r>  ingest calls with the database unreachable (default ${DEFAULT_OPTIONS.infraFailureRate})
   --crashes <n>             workers that claim a batch and die         (default ${DEFAULT_OPTIONS.crashes})
 
+Operator
+  --pause-ms <n>            pause case-sla (ops pause) this long mid-run, then resume it;
+                            a check proves nothing was processed meanwhile; 0: no pause
+                                                                       (default ${DEFAULT_OPTIONS.pauseMs})
+
 Machinery
   --workers <n>             workers of a consumer awake at once, at most (default ${DEFAULT_OPTIONS.workers})
   --pollers <n>             concurrent ingest calls per consumer       (default ${DEFAULT_OPTIONS.pollers})
@@ -178,6 +189,7 @@ const FLAGS = {
   rate: { key: 'rate', schema: z.coerce.number().positive().max(100_000) },
   duration: { key: 'durationSeconds', schema: count(1, 24 * 3600) },
   timeout: { key: 'timeoutSeconds', schema: count(1, 24 * 3600) },
+  'pause-ms': { key: 'pauseMs', schema: count(0, 600_000) },
   'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
   'log-file': { key: 'logFile', schema: z.string().min(1) },
   report: { key: 'reportFile', schema: z.string().min(1) },

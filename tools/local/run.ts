@@ -56,6 +56,8 @@ import { keyedDraw } from './random';
 import { CapturingMetrics, fileSink, MetricLog, nullSink, SinkLogger, type LogSink } from './observability';
 import { localRelay, relayChecks, SimulatedTopics } from './relay';
 import { DEFAULT_OPTIONS, type LocalOptions } from './options';
+import { PauseDrill } from './pause-drill';
+import { LOCAL_SCHEDULE_GROUP, SimulatedScheduler } from './scheduler';
 import { checksReport, latencyTable, Progress, summaryTable, type ConsumerLatency, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
 import { buildTimeline, percentile, type FaultEvent, type FaultKind } from './timeline';
 
@@ -80,6 +82,8 @@ export interface WorkerSummary {
   wakeUpFailures: number;
   /** Invocations that found every slot held and returned at once. */
   noSlot: number;
+  /** Invocations that found the consumer paused and returned at once. */
+  paused: number;
   peakConcurrency: number;
   /** Invocations that waited for the function's reserved concurrency; dropped for their age. */
   throttled: number;
@@ -137,8 +141,11 @@ async function anyOpenRow(admin: Sql): Promise<boolean> {
   return rows.length > 0;
 }
 
-/** The simulated worker function of a consumer. */
+/** The simulated worker function of a consumer, and its schedule. */
 const workerFunctionOf = (consumer: string) => `local-worker-${consumer}`;
+const workerScheduleOf = (consumer: string) => `local-worker-schedule-${consumer}`;
+/** The consumer the pause drill pauses: deferred, and not the one the relay publishes for. */
+const PAUSED_CONSUMER = 'case-sla';
 
 const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
 
@@ -273,6 +280,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // The Lambda service the workers run on, and the client the functions invoke them with.
     const lambdaService = new SimulatedLambda();
     const lambdaClient = lambdaService.client();
+    // The workers' schedules, which ops pause and resume switch.
+    const schedulerService = new SimulatedScheduler();
     // Running invocations see no time left and return; the run waits for them with the other loops.
     stoppers.push(() => background.push(lambdaService.stop()));
     // Steady load: the producer writes each record at its place on the stream's clock, replayed at the run's rate.
@@ -403,8 +412,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       );
     }
 
-    /** Per consumer: worker invocations that found every slot held and returned at once. */
-    const idleInvocations = new Map<string, { count: number }>();
+    /** Per consumer: worker invocations that found every slot held, or the consumer paused, and returned at once. */
+    const idleInvocations = new Map<string, { count: number; paused: number }>();
     // Workers: one function per consumer on the simulated Lambda service, as in AWS: the
     // invocation handler the Lambda handler runs, its fan-out and hand-over invoking the
     // function itself through the same client.
@@ -412,7 +421,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       const functionName = workerFunctionOf(name);
       const log = logger('worker', name);
       const metrics = new CapturingMetrics(metricLog, name);
-      const noSlot = { count: 0 };
+      const noSlot = { count: 0, paused: 0 };
       idleInvocations.set(name, noSlot);
       const invoke = createWorkerInvocation({
         sql: await as(DatabaseRoles.worker, options.workers + 2),
@@ -429,6 +438,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
           try {
             const result = await invoke(event, context);
             if (result.stoppedBy === 'no-slot') noSlot.count += 1;
+            if (result.stoppedBy === 'paused' && result.claimed === 0) noSlot.paused += 1;
             return result;
           } finally {
             metrics.publishStoredMetrics();
@@ -441,14 +451,16 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         holdWhile: () => crashPending(name),
         onError: reportFailure(`worker ${name}`, log),
       });
-      // The schedule: an asynchronous invocation every tick. The run starts at some point of
-      // the schedule's period, as it would against a schedule that exists already: the first
-      // tick comes after a seeded fraction of the period, each consumer's its own.
+      // The schedule: an asynchronous invocation every tick, while it is enabled. The run
+      // starts at some point of the schedule's period, as it would against a schedule that
+      // exists already: the first tick comes after a seeded fraction of the period, each
+      // consumer's its own.
+      schedulerService.add(workerScheduleOf(name), functionName);
       background.push(
         (async () => {
           await pause(Math.floor(keyedDraw(options.seed, 'schedule', name) * options.tickMs));
           while (!stopping) {
-            lambdaService.invokeAsync(functionName, { source: 'schedule' });
+            if (schedulerService.enabled(workerScheduleOf(name))) lambdaService.invokeAsync(functionName, { source: 'schedule' });
             await pause(options.tickMs);
           }
         })(),
@@ -507,6 +519,35 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       stoppers.push(() => mapping.stop());
       background.push(mapping.run());
     }
+
+    // The operator: pauses one deferred consumer mid-run with the real ops commands, then resumes it.
+    const drill =
+      options.pauseMs > 0 && consumers.has(PAUSED_CONSUMER)
+        ? new PauseDrill({
+            consumer: PAUSED_CONSUMER,
+            pauseMs: options.pauseMs,
+            admin,
+            ops: {
+              sql: await as(DatabaseRoles.ops, 2),
+              scheduler: schedulerService.client(),
+              lambda: lambdaClient,
+              config: {
+                scheduler: { groupName: LOCAL_SCHEDULE_GROUP, workerSchedules: Object.fromEntries(consumerNames.map((c) => [c, workerScheduleOf(c)])) },
+                ingestMappings: {},
+                workerFunctions: Object.fromEntries(consumerNames.map((c) => [c, workerFunctionOf(c)])),
+                maxPayloadBytes: config.maxPayloadBytes,
+              },
+            },
+            delivered: () => {
+              const own = mappings.filter((m) => m.consumer === PAUSED_CONSUMER).map((m) => m.mapping);
+              const total = own.reduce((n, m) => n + m.total, 0);
+              return total === 0 ? 1 : 1 - own.reduce((n, m) => n + m.lag, 0) / total;
+            },
+            ready: () => !crashPending(PAUSED_CONSUMER),
+            isStopping: () => stopping,
+          })
+        : undefined;
+    if (drill !== undefined) background.push(drill.run().catch(reportFailure('pause drill', logger('ops'))));
 
     // Observe: progress, crashes, and the end of the run.
     const progress = new Progress(out, tty);
@@ -583,6 +624,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         handedOver: total(name, MetricNames.HandOversSent),
         wakeUpFailures: total(name, MetricNames.WakeUpFailures),
         noSlot: idleInvocations.get(name)!.count,
+        paused: idleInvocations.get(name)!.paused,
         peakConcurrency: st.peakConcurrency,
         throttled: st.throttled,
         expired: st.expired,
@@ -608,6 +650,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
           timedOut,
         });
     if (!interrupted) checks.push(...(await relayChecks(admin, topics, relay.stats)));
+    if (!interrupted && drill !== undefined) checks.push(await drill.check());
     const finalStates = await admin<{ consumer_name: string; status: string; error_code: string | null; n: number }[]>`
       select consumer_name, status, case when status = 'QUARANTINED' then error_code end as error_code, count(*)::int as n
       from integration.consumer_inbox
@@ -637,7 +680,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         .map(
           (w) =>
             `${w.consumer} ${plural(w.invocations, 'invocation')} (${w.wokenByIngest} woken by ingest, ${w.fannedOut} fanned out, ${w.handedOver} handed over, ` +
-            `${w.wakeUpFailures} wake-ups failed; ${w.noSlot} found every slot held; at most ${w.peakConcurrency} running, ${w.throttled} throttled, ${w.expired} expired)`,
+            `${w.wakeUpFailures} wake-ups failed; ${w.noSlot} found every slot held${w.paused > 0 ? `, ${w.paused} found it paused` : ''}; ` +
+            `at most ${w.peakConcurrency} running, ${w.throttled} throttled, ${w.expired} expired)`,
         )
         .join(' · ')}.\n`,
     );

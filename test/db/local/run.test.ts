@@ -49,10 +49,10 @@ describe('runLocal', async () => {
 
   it('passes every invariant check and exits 0', () => {
     expect(result.checks.filter((c) => !c.ok)).toEqual([]);
-    expect(result.checks.length).toBe(14);
+    expect(result.checks.length).toBe(15);
     expect(result.exitCode).toBe(0);
     expect(result.interrupted).toBe(false);
-    expect(output).toContain('All 14 checks passed');
+    expect(output).toContain('All 15 checks passed');
     expect(result.checks.map((c) => c.name)).toContain('every obligation event published exactly once');
   });
 
@@ -261,7 +261,7 @@ describe('npm start as a child process', () => {
         timeout: 55_000,
       });
       expect(stdout).toMatch(/case-projection\s+\d+/);
-      expect(stdout).toContain('All 14 checks passed');
+      expect(stdout).toContain('All 15 checks passed');
     } finally {
       await db.drop();
     }
