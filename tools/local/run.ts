@@ -84,6 +84,8 @@ export interface WorkerSummary {
   noSlot: number;
   /** Invocations that found the consumer paused and returned at once. */
   paused: number;
+  /** Invocations sent by ops resume (the pause drill). */
+  resumed: number;
   peakConcurrency: number;
   /** Invocations that waited for the function's reserved concurrency; dropped for their age. */
   throttled: number;
@@ -413,7 +415,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     }
 
     /** Per consumer: worker invocations that found every slot held, or the consumer paused, and returned at once. */
-    const idleInvocations = new Map<string, { count: number; paused: number }>();
+    const idleInvocations = new Map<string, { count: number; paused: number; resumed: number }>();
     // Workers: one function per consumer on the simulated Lambda service, as in AWS: the
     // invocation handler the Lambda handler runs, its fan-out and hand-over invoking the
     // function itself through the same client.
@@ -421,7 +423,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       const functionName = workerFunctionOf(name);
       const log = logger('worker', name);
       const metrics = new CapturingMetrics(metricLog, name);
-      const noSlot = { count: 0, paused: 0 };
+      const noSlot = { count: 0, paused: 0, resumed: 0 };
       idleInvocations.set(name, noSlot);
       const invoke = createWorkerInvocation({
         sql: await as(DatabaseRoles.worker, options.workers + 2),
@@ -436,6 +438,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         // As the worker handler does at the end of every invocation.
         handler: async (event, context) => {
           try {
+            if ((event as { source?: unknown }).source === 'resume') noSlot.resumed += 1;
             const result = await invoke(event, context);
             if (result.stoppedBy === 'no-slot') noSlot.count += 1;
             if (result.stoppedBy === 'paused' && result.claimed === 0) noSlot.paused += 1;
@@ -625,6 +628,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         wakeUpFailures: total(name, MetricNames.WakeUpFailures),
         noSlot: idleInvocations.get(name)!.count,
         paused: idleInvocations.get(name)!.paused,
+        resumed: idleInvocations.get(name)!.resumed,
         peakConcurrency: st.peakConcurrency,
         throttled: st.throttled,
         expired: st.expired,
@@ -680,6 +684,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         .map(
           (w) =>
             `${w.consumer} ${plural(w.invocations, 'invocation')} (${w.wokenByIngest} woken by ingest, ${w.fannedOut} fanned out, ${w.handedOver} handed over, ` +
+            `${w.resumed > 0 ? `${w.resumed} woken by ops resume, ` : ''}` +
             `${w.wakeUpFailures} wake-ups failed; ${w.noSlot} found every slot held${w.paused > 0 ? `, ${w.paused} found it paused` : ''}; ` +
             `at most ${w.peakConcurrency} running, ${w.throttled} throttled, ${w.expired} expired)`,
         )
