@@ -45,6 +45,9 @@
  *   that array alone: primary-key lookups). test/db/worker/claim-plan.test.ts bounds the
  *   rows the plan visits per claimed row as well as its buffers.
  *
+ * - A paused consumer (consumer-pause.ts) takes nothing: the first step reads no lane, and the
+ *   result says so, so that a draining worker stops rather than idles.
+ *
  * - What the lane says afterwards: a lane whose rows were all taken is deleted; one with
  *   rows left behind its run, or whose aggregate is in flight, waits (due_at null) until a
  *   row leaves PROCESSING; one whose head backs off is due when the head is. Held lanes
