@@ -20,12 +20,24 @@ export class StageConfigError extends Error {
   }
 }
 
+const SECURITY_GROUP_ID = /^sg-[0-9a-f]{8,17}$/;
+const SUBNET_ID = /^subnet-[0-9a-f]{8,17}$/;
+
 /** arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid> */
 const MSK_CLUSTER_ARN = /^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster\/[A-Za-z0-9-]+\/[A-Za-z0-9-]+$/;
 /** Lambda: 1-200 characters of [a-zA-Z0-9-/*:_+=.@-]. */
 const CONSUMER_GROUP_ID = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
+
+/** The retention periods CloudWatch Logs accepts (days), up to a year. */
+const logRetentionDays = z.literal([1, 3, 5, 7, 14, 30, 60, 90, 180, 365]);
+
+/** Interface endpoints the functions call (docs: README "Deploying"): nothing else gets one. */
+export const INTERFACE_ENDPOINTS = ['secretsmanager', 'lambda', 'scheduler'] as const;
+export type InterfaceEndpoint = (typeof INTERFACE_ENDPOINTS)[number];
+
+const AVAILABILITY_ZONE = /^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/;
 
 /** What every consumer gets unless its own entry overrides it. */
 const consumerSettings = z.object({
@@ -38,6 +50,11 @@ const consumerSettings = z.object({
   /** Provisioned-mode pollers (1-200 each). */
   minPollers: int(1, 200).default(1),
   maxPollers: int(1, 200).default(2),
+  /**
+   * Provisioned mode: mappings with the same poller group share its pollers (and their
+   * cost) instead of each keeping its own minimum. Unset: each mapping has its own.
+   */
+  pollerGroupName: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]').optional(),
   /**
    * ESM retries of a batch that keeps failing (infrastructure failures only: poison goes to
    * the poison table). Finite, so that a dead database cannot block a partition forever;
@@ -59,11 +76,13 @@ const consumerSettings = z.object({
    */
   workerMaxConcurrency: int(1, 100).default(4),
   /**
-   * The worker function's reserved concurrency: workerMaxConcurrency + 1 by default (the
-   * one more is a scheduled or late invocation that finds every slot held and returns).
-   * false: none reserved (an account whose unreserved concurrency cannot spare it).
+   * The worker function's reserved concurrency, an explicit choice checked against
+   * quotas.lambdaConcurrentExecutions: false (the default) reserves none, the consumer's
+   * slots alone bound its workers; true reserves workerMaxConcurrency + 1 (the one more is
+   * a scheduled or late invocation that finds every slot held and returns); a number
+   * reserves that many.
    */
-  workerReservedConcurrency: z.union([z.literal(false), int(1, 1_000)]).optional(),
+  workerReservedConcurrency: z.union([z.boolean(), int(1, 1_000)]).default(false),
   /** An awake worker keeps looking for new rows this long after the last it found (0: it stops at once). */
   workerIdleSeconds: int(0, 300).default(10),
   /** The ingest function wakes the worker, and workers fan out and hand over; false: the schedule alone. */
@@ -92,18 +111,93 @@ const stageSchema = z
       .object({
         /** An existing cluster, imported by ARN (no lookup). */
         clusterArn: z.string().regex(MSK_CLUSTER_ARN, 'must be an MSK cluster ARN (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)').optional(),
+        /**
+         * The existing cluster's security group: the stack admits the outbox relay's security
+         * group to it on the IAM broker port (9098). Unset: that rule is the cluster owner's to add.
+         */
+        securityGroupId: z.string().regex(SECURITY_GROUP_ID, 'must be a security group id (sg-…)').optional(),
         /** Create a small MSK Serverless cluster (IAM auth) in this stage's VPC: dev stages only. */
         createDevCluster: z.boolean().default(false),
       })
       .refine((m) => (m.clusterArn !== undefined) !== m.createDevCluster, {
         message: 'set exactly one of msk.clusterArn and msk.createDevCluster=true',
       })
+      .refine((m) => m.securityGroupId === undefined || m.clusterArn !== undefined, {
+        message: 'securityGroupId is the existing cluster\'s (msk.clusterArn); the dev cluster\'s group is the stack\'s own',
+      })
       .prefault({}),
     network: z
       .object({
-        maxAzs: int(2, 3).default(2),
-        cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block').default('10.40.0.0/16'),
+        /**
+         * An existing VPC, imported by id without a lookup: the functions, the database and
+         * its endpoints go into subnetIds. Unset: the stack creates a VPC (isolated subnets, no NAT).
+         */
+        vpcId: z.string().regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id (vpc-…)').optional(),
+        /** With vpcId: private subnets, in at least two availability zones, that reach the brokers and the AWS APIs the functions call. */
+        subnetIds: z.array(z.string().regex(SUBNET_ID, 'must be a subnet id (subnet-…)')).min(2).max(6).optional(),
+        /**
+         * The availability zone of each subnet (vpcId), or the zones of the created VPC. Given
+         * here, synth needs no lookup: required for a created VPC when account and region are set.
+         */
+        availabilityZones: z.array(z.string().regex(AVAILABILITY_ZONE, 'must be an availability zone name such as eu-west-1a')).min(2).max(6).optional(),
+        /** Created VPC only: its size and zones (when availabilityZones is unset). */
+        maxAzs: int(2, 3).optional(),
+        cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block').optional(),
+        /** Created VPC only: how long its rejected-traffic flow logs are kept. */
+        flowLogRetentionDays: logRetentionDays.optional(),
+        /**
+         * Interface endpoints the stack creates, admitting the functions' security group only.
+         * Default: all three for a created VPC (it has no other way out); none for an existing
+         * one, whose NAT or own endpoints serve the functions (an endpoint with private DNS
+         * cannot be created twice in one VPC).
+         */
+        interfaceEndpoints: z.array(z.enum(INTERFACE_ENDPOINTS)).optional(),
       })
+      .strict()
+      .superRefine((n, ctx) => {
+        const problem = (path: string, message: string) => ctx.addIssue({ code: 'custom', path: [path], message });
+        if (n.vpcId === undefined) {
+          if (n.subnetIds !== undefined) problem('subnetIds', 'only with network.vpcId (an existing VPC)');
+          if (n.availabilityZones !== undefined && n.maxAzs !== undefined) problem('maxAzs', 'set availabilityZones or maxAzs, not both');
+          return;
+        }
+        for (const key of ['cidr', 'maxAzs', 'flowLogRetentionDays'] as const) {
+          if (n[key] !== undefined) problem(key, 'only for a created VPC: an existing VPC (network.vpcId) is not changed by this stack');
+        }
+        if (n.subnetIds === undefined) problem('subnetIds', 'required with network.vpcId: the private subnets to use');
+        if (n.availabilityZones === undefined || n.availabilityZones.length !== n.subnetIds?.length) {
+          problem('availabilityZones', 'required with network.vpcId: the availability zone of each subnet, in the same order');
+        }
+      })
+      .transform((n) =>
+        n.vpcId === undefined
+          ? {
+              kind: 'created' as const,
+              cidr: n.cidr ?? '10.40.0.0/16',
+              maxAzs: n.availabilityZones?.length ?? n.maxAzs ?? 2,
+              ...(n.availabilityZones === undefined ? {} : { availabilityZones: n.availabilityZones }),
+              flowLogRetentionDays: n.flowLogRetentionDays ?? 30,
+              interfaceEndpoints: n.interfaceEndpoints ?? [...INTERFACE_ENDPOINTS],
+            }
+          : {
+              kind: 'existing' as const,
+              vpcId: n.vpcId,
+              subnetIds: n.subnetIds!,
+              availabilityZones: n.availabilityZones!,
+              interfaceEndpoints: n.interfaceEndpoints ?? [],
+            },
+      )
+      .prefault({}),
+    /**
+     * The account's quotas the stage is checked against at synth. Lambda keeps 100 of the
+     * account's concurrent executions unreserved; reserved concurrency must leave them.
+     */
+    quotas: z
+      .object({
+        /** The account's Lambda concurrent executions quota in the stage's region (`aws lambda get-account-settings`: AccountLimit.ConcurrentExecutions). */
+        lambdaConcurrentExecutions: int(10, 1_000_000).optional(),
+      })
+      .strict()
       .prefault({}),
     database: z
       .object({
@@ -117,6 +211,8 @@ const stageSchema = z
         deletionProtection: z.boolean().default(true),
         /** Put an RDS Proxy between the functions and the cluster. */
         rdsProxy: z.boolean().default(false),
+        /** How long the cluster's exported PostgreSQL log is kept in CloudWatch Logs. */
+        logRetentionDays: logRetentionDays.default(30),
       })
       .refine((d) => d.minCapacityAcu <= d.maxCapacityAcu, { message: 'minCapacityAcu must not exceed maxCapacityAcu' })
       .prefault({}),
@@ -169,9 +265,8 @@ const stageSchema = z
         metricsNamespace: z.string().min(1).max(255).default('KafkaInbox'),
         serviceName: z.string().min(1).max(100).default('kafka-inbox'),
         logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
-        logRetentionDays: z
-          .union([z.literal(1), z.literal(3), z.literal(5), z.literal(7), z.literal(14), z.literal(30), z.literal(60), z.literal(90), z.literal(180), z.literal(365)])
-          .default(30),
+        /** The functions' log groups, and those of the helper functions the CDK adds (custom resources, the trigger, the secret rotation). */
+        logRetentionDays: logRetentionDays.default(30),
       })
       .prefault({}),
     /** On-failure bucket (records the ESM gave up on): how long objects are kept. */
@@ -231,6 +326,19 @@ const stageSchema = z
   .superRefine((stage, ctx) => {
     if ((stage.account === undefined) !== (stage.region === undefined)) {
       ctx.addIssue({ code: 'custom', path: ['account'], message: 'set both account and region, or neither' });
+    }
+    // With an explicit environment, a created VPC's zones would be looked up in the account:
+    // synth would need credentials. Given here, it needs none.
+    if (stage.region !== undefined && stage.network.kind === 'created' && stage.network.availabilityZones === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['network', 'availabilityZones'],
+        message: `required when account and region are set (synth would look them up with credentials): e.g. ["${stage.region}a", "${stage.region}b"], as \`aws ec2 describe-availability-zones\` lists them`,
+      });
+    }
+    if (stage.region !== undefined) {
+      const elsewhere = (stage.network.availabilityZones ?? []).filter((az) => !az.startsWith(stage.region!));
+      if (elsewhere.length > 0) ctx.addIssue({ code: 'custom', path: ['network', 'availabilityZones'], message: `not in ${stage.region}: ${elsewhere.join(', ')}` });
     }
   });
 
@@ -326,7 +434,7 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
       problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
     }
     // Fan-out would invoke workers that Lambda throttles: the slots and the concurrency disagree.
-    if (merged.workerReservedConcurrency !== undefined && merged.workerReservedConcurrency !== false && merged.workerReservedConcurrency < merged.workerMaxConcurrency) {
+    if (typeof merged.workerReservedConcurrency === 'number' && merged.workerReservedConcurrency < merged.workerMaxConcurrency) {
       problems.push(`${path}: workerReservedConcurrency must be at least workerMaxConcurrency (${merged.workerMaxConcurrency}), or false`);
     }
     const consumerGroupIds = groupIds(consumerGroupId ?? declaration.name, topics);
@@ -348,11 +456,78 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     });
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+  problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
+  problems.push(...pollerGroupProblems(stage, consumers));
+  problems.push(...brokerRouteProblems(stage, consumers, rest));
 
   if (problems.length > 0) {
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
   }
   return { stage, ...rest, consumers };
+}
+
+/** The worker's reserved concurrency in Lambda: undefined when none is reserved. */
+export function reservedConcurrencyOf(consumer: Pick<ConsumerSettings, 'workerReservedConcurrency' | 'workerMaxConcurrency'>): number | undefined {
+  if (consumer.workerReservedConcurrency === false) return undefined;
+  return consumer.workerReservedConcurrency === true ? consumer.workerMaxConcurrency + 1 : consumer.workerReservedConcurrency;
+}
+
+/** Lambda refuses a reservation that leaves fewer than this many of the account's executions unreserved. */
+export const LAMBDA_UNRESERVED_MINIMUM = 100;
+
+/**
+ * Reserved concurrency must fit the account: a deploy that leaves fewer than 100 unreserved
+ * executions fails in the middle of the stateless stack. A reservation is therefore checked
+ * here, against the quota the stage declares, and refused without one.
+ */
+function concurrencyProblems(stage: string, consumers: ConsumerStageConfig[], quotas: StageSettings['quotas']): string[] {
+  const reserved = consumers.flatMap((c) => {
+    const n = reservedConcurrencyOf(c);
+    return n === undefined ? [] : [{ name: c.name, n }];
+  });
+  if (reserved.length === 0) return [];
+  const total = reserved.reduce((sum, r) => sum + r.n, 0);
+  const needed = total + LAMBDA_UNRESERVED_MINIMUM;
+  const itemized = reserved.map((r) => `${r.name} ${r.n}`).join(', ');
+  const quota = quotas.lambdaConcurrentExecutions;
+  if (quota === undefined) {
+    return [
+      `stages.${stage}.quotas.lambdaConcurrentExecutions: required when workers reserve concurrency (${itemized}): declare the account's quota (\`aws lambda get-account-settings\`, AccountLimit.ConcurrentExecutions), or set workerReservedConcurrency to false`,
+    ];
+  }
+  if (needed <= quota) return [];
+  return [
+    `stages.${stage}.quotas.lambdaConcurrentExecutions: the workers reserve ${total} (${itemized}) and Lambda keeps ${LAMBDA_UNRESERVED_MINIMUM} unreserved: the account needs a quota of at least ${needed}, it has ${quota}. Set workerReservedConcurrency to false (or lower it) for some consumers, or have the quota raised (Service Quotas, "Concurrent executions") and declare the new value`,
+  ];
+}
+
+/** Lambda's limits on a provisioned poller group: 100 mappings, 2000 pollers at most together. */
+function pollerGroupProblems(stage: string, consumers: ConsumerStageConfig[]): string[] {
+  const groups = new Map<string, { mappings: number; maxPollers: number }>();
+  for (const c of consumers) {
+    if (c.pollerGroupName === undefined) continue;
+    const g = groups.get(c.pollerGroupName) ?? { mappings: 0, maxPollers: 0 };
+    g.mappings += c.topics.length;
+    g.maxPollers += c.topics.length * c.maxPollers;
+    groups.set(c.pollerGroupName, g);
+  }
+  return [...groups].flatMap(([name, g]) => [
+    ...(g.mappings > 100 ? [`stages.${stage}: poller group "${name}" has ${g.mappings} mappings; Lambda allows 100 per group`] : []),
+    ...(g.maxPollers > 2000 ? [`stages.${stage}: poller group "${name}" adds up to ${g.maxPollers} maxPollers; Lambda allows 2000 per group`] : []),
+  ]);
+}
+
+/**
+ * The outbox relay produces to the brokers from the functions' subnets. A VPC this stack
+ * creates has no route anywhere, so an existing cluster is out of its reach unless the
+ * stage gives brokers that are reachable from it (MSK multi-VPC private connectivity).
+ */
+function brokerRouteProblems(stage: string, consumers: ConsumerStageConfig[], settings: Omit<StageSettings, 'consumers' | 'consumerDefaults'>): string[] {
+  const relayDeployed = consumers.some((c) => c.outboxTopics.length > 0);
+  if (!relayDeployed || settings.msk.clusterArn === undefined || settings.network.kind === 'existing' || settings.relay.bootstrapBrokers !== undefined) return [];
+  return [
+    `stages.${stage}.network: the outbox relay produces to msk.clusterArn from the stage's subnets, and a VPC this stack creates has no route to it: set network.vpcId, subnetIds and availabilityZones to the cluster's VPC (or subnets routed to it), or relay.bootstrapBrokers to brokers this VPC reaches (MSK multi-VPC private connectivity)`,
+  ];
 }
 
 /** The declaration's registry, validated by the same schema as a stage's (a typo in code fails synth too). */

@@ -68,7 +68,7 @@ export interface InboxAlarmsProps {
   functions: MonitoredFunction[];
   scheduled: ScheduledFunction[];
   failureQueues: FailureQueue[];
-  database: { cluster: rds.DatabaseCluster; maxCapacityAcu: number };
+  database: { cluster: rds.IDatabaseCluster; maxCapacityAcu: number };
   thresholds: StageConfig['alarms'];
   topic: sns.ITopic;
 }
@@ -200,7 +200,7 @@ export class InboxAlarms extends Construct {
     const maxConnections = t.databaseMaxConnections ?? defaultMaxConnections(maxCapacityAcu);
     add(
       'DatabaseCapacity',
-      cluster.metricACUUtilization({ statistic: 'Maximum', period: m.period }),
+      cluster.metric('ACUUtilization', { statistic: 'Maximum', period: m.period }),
       t.databaseCapacityPercent,
       'databaseCapacity',
       `Aurora: capacity above ${t.databaseCapacityPercent} % of its maximum (${maxCapacityAcu} ACU).`,

@@ -8,7 +8,7 @@ import { Duration } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
-import type { ConsumerStageConfig, StageConfig } from '../config';
+import { reservedConcurrencyOf, type ConsumerStageConfig, type StageConfig } from '../config';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import type { Schedules } from './scheduled';
@@ -18,12 +18,6 @@ export interface ConsumerWorkerProps {
   consumer: ConsumerStageConfig;
   worker: StageConfig['worker'];
   schedules: Schedules;
-}
-
-/** The worker function's reserved concurrency: its slots, plus one for an invocation that finds them all held. */
-export function reservedConcurrencyOf(consumer: ConsumerStageConfig): number | undefined {
-  if (consumer.workerReservedConcurrency === false) return undefined;
-  return consumer.workerReservedConcurrency ?? consumer.workerMaxConcurrency + 1;
 }
 
 export class ConsumerWorker extends Construct {

@@ -13,7 +13,7 @@ export interface InboxDashboardProps {
   metrics: InboxMetrics;
   consumers: MonitoredConsumer[];
   functions: MonitoredFunction[];
-  cluster: rds.DatabaseCluster;
+  cluster: rds.IDatabaseCluster;
 }
 
 const W = 4;
@@ -66,7 +66,7 @@ export class InboxDashboard extends Construct {
         title: 'Aurora',
         width: 6,
         height: H,
-        left: [props.cluster.metricServerlessDatabaseCapacity({ statistic: 'Maximum', period: PERIOD, label: 'capacity (ACU)' })],
+        left: [props.cluster.metric('ServerlessDatabaseCapacity', { statistic: 'Maximum', period: PERIOD, label: 'capacity (ACU)' })],
         right: [props.cluster.metricDatabaseConnections({ statistic: 'Maximum', period: PERIOD, label: 'connections' })],
       }),
     );

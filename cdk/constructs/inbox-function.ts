@@ -15,6 +15,7 @@ import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
+import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
 import { acknowledge } from './nag';
 
 /** The repository root: entries, the lock file and migrations/ are resolved from it. */
@@ -24,12 +25,13 @@ export const RUNTIME = lambda.Runtime.NODEJS_24_X;
 
 /** The database the functions connect to. */
 export interface DatabasePlatform {
-  cluster: rds.DatabaseCluster;
+  /** The cluster, for its metrics. */
+  cluster: rds.IDatabaseCluster;
   /** The master user's secret: the migration function's, and only its. */
   masterSecret: secretsmanager.ISecret;
   databaseName: string;
-  /** The runtime functions connect through it when there is one (IAM authentication on the proxy too). */
-  proxy?: rds.DatabaseProxy;
+  /** Where the runtime functions connect: RDS Proxy when there is one (IAM authentication on the proxy too), else the cluster. */
+  connection: DatabaseConnection;
 }
 
 /** What the functions need to reach the database and report; shared by every InboxFunction. */
@@ -37,6 +39,8 @@ export interface FunctionPlatform {
   vpc: ec2.IVpc;
   subnets: ec2.SubnetSelection;
   securityGroup: ec2.ISecurityGroup;
+  /** The second group of the functions that produce to Kafka: the brokers admit it. */
+  kafkaClientSecurityGroup: ec2.ISecurityGroup;
   database: DatabasePlatform;
   observability: { metricsNamespace: string; serviceName: string; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; logRetentionDays: logs.RetentionDays };
 }
@@ -66,6 +70,8 @@ export interface InboxFunctionProps {
   database: DatabaseAccess;
   commandHooks?: ICommandHooks;
   reservedConcurrentExecutions?: number;
+  /** Talks to the Kafka brokers: the function gets the platform's Kafka client group too. */
+  kafkaClient?: boolean;
 }
 
 // ESM output: some dependencies still call require() for Node built-ins.
@@ -97,8 +103,10 @@ export class InboxFunction extends NodejsFunction {
     });
     const { database } = platform;
     const role = 'role' in props.database ? props.database.role : undefined;
-    // The migration function goes to the cluster directly: DDL, and the master user, which the proxy does not serve.
-    const proxy = role !== undefined ? database.proxy : undefined;
+    // The migration function goes to the cluster directly (its secret names the host): DDL,
+    // and the master user, which the proxy does not serve.
+    const connection = role !== undefined ? database.connection : undefined;
+    const viaProxy = connection?.viaProxy === true;
     super(scope, id, {
       entry: `${PROJECT_ROOT}${props.entry}`,
       handler: 'handler',
@@ -112,27 +120,27 @@ export class InboxFunction extends NodejsFunction {
       ...(props.reservedConcurrentExecutions !== undefined ? { reservedConcurrentExecutions: props.reservedConcurrentExecutions } : {}),
       vpc: platform.vpc,
       vpcSubnets: platform.subnets,
-      securityGroups: [platform.securityGroup],
+      securityGroups: [platform.securityGroup, ...(props.kafkaClient === true ? [platform.kafkaClientSecurityGroup] : [])],
       logGroup,
       // Lambda's advanced logging controls: the function's level is Lambda's to set (it
       // sets AWS_LAMBDA_LOG_LEVEL, which Powertools Logger honours first) and to filter.
       loggingFormat: lambda.LoggingFormat.JSON,
       applicationLogLevelV2: lambda.ApplicationLogLevel[platform.observability.logLevel],
       environment: {
-        ...(role !== undefined
+        ...(role !== undefined && connection !== undefined
           ? {
               // No password anywhere: the function signs an IAM token for its role per connection.
               DB_IAM_USER: role,
-              DB_HOST: proxy?.endpoint ?? database.cluster.clusterEndpoint.hostname,
-              DB_PORT: database.cluster.clusterEndpoint.port.toString(),
+              DB_HOST: connection.hostname,
+              DB_PORT: connection.port,
               DB_NAME: database.databaseName,
             }
           : // The secret's ARN only: the migration function reads the secret on each invocation.
             { DB_SECRET_ARN: database.masterSecret.secretArn }),
         DB_SSL: 'verify-full',
-        ...(proxy === undefined ? { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE } : {}),
+        ...(viaProxy ? {} : { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE }),
         // Named prepared statements pin an RDS Proxy session.
-        DB_PREPARE: proxy !== undefined ? 'false' : 'true',
+        DB_PREPARE: viaProxy ? 'false' : 'true',
         METRICS_NAMESPACE: platform.observability.metricsNamespace,
         SERVICE_NAME: platform.observability.serviceName,
         POWERTOOLS_SERVICE_NAME: platform.observability.serviceName,
@@ -152,9 +160,9 @@ export class InboxFunction extends NodejsFunction {
         ...(props.commandHooks ? { commandHooks: props.commandHooks } : {}),
       },
     });
-    if (role !== undefined) {
+    if (role !== undefined && connection !== undefined) {
       // rds-db:connect for this role only, on the endpoint the function uses.
-      (proxy ?? database.cluster).grantConnect(this, role);
+      grantConnect(this, connection, role);
     } else {
       database.masterSecret.grantRead(this);
     }
@@ -173,10 +181,5 @@ export class InboxFunction extends NodejsFunction {
         },
       ]);
   }
-}
-
-/** Retention days as the CDK enum (the stage config validates the allowed values). */
-export function retentionDays(days: number): logs.RetentionDays {
-  return days as logs.RetentionDays;
 }
 

@@ -92,7 +92,11 @@ export class KafkaIngest extends Construct {
         startingPosition: lambda.StartingPosition[consumer.startingPosition],
         batchSize: consumer.batchSize,
         maxBatchingWindow: Duration.seconds(consumer.batchingWindowSeconds),
-        provisionedPollerConfig: { minimumPollers: consumer.minPollers, maximumPollers: consumer.maxPollers },
+        provisionedPollerConfig: {
+          minimumPollers: consumer.minPollers,
+          maximumPollers: consumer.maxPollers,
+          ...(consumer.pollerGroupName === undefined ? {} : { pollerGroupName: consumer.pollerGroupName }),
+        },
         reportBatchItemFailures: true,
         bisectBatchOnError: true,
         retryAttempts: consumer.retryAttempts,

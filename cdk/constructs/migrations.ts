@@ -12,8 +12,6 @@ import { InboxFunction, type FunctionPlatform } from './inbox-function';
 
 export interface MigrationsProps {
   platform: FunctionPlatform;
-  /** The database (and proxy): created first. */
-  executeAfter: Construct[];
   /** Everything that touches the inbox tables: created after the migrations ran. */
   executeBefore: Construct[];
 }
@@ -44,7 +42,6 @@ export class Migrations extends Construct {
     });
     this.trigger = new triggers.Trigger(this, 'Trigger', {
       handler: this.function,
-      executeAfter: props.executeAfter,
       executeBefore: props.executeBefore,
       executeOnHandlerChange: true,
       timeout: Duration.minutes(10),

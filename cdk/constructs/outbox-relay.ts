@@ -9,8 +9,9 @@
  * (kafka:GetBootstrapBrokers, the IAM string), so `cdk synth` stays offline and a dev
  * cluster created in the same deployment works too.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, RemovalPolicy } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
@@ -18,6 +19,7 @@ import { DatabaseRoles } from '../../functions/lib/database-roles';
 import type { StageConfig } from '../config';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { kafkaResourceArns } from './kafka-ingest';
+import { retentionDays } from './log-retention';
 import { acknowledge } from './nag';
 import type { Schedules } from './scheduled';
 
@@ -29,6 +31,8 @@ export interface OutboxRelayProps {
   /** Every topic a declared consumer emits to. */
   topics: string[];
   schedules: Schedules;
+  /** The brokers' lookup: its provider function's log group. */
+  logRetentionDays: number;
 }
 
 export class OutboxRelay extends Construct {
@@ -38,7 +42,7 @@ export class OutboxRelay extends Construct {
   constructor(scope: Construct, id: string, props: OutboxRelayProps) {
     super(scope, id);
     const { relay, clusterArn } = props;
-    const brokers = relay.bootstrapBrokers ?? this.lookUpBrokers(clusterArn);
+    const brokers = relay.bootstrapBrokers ?? this.lookUpBrokers(clusterArn, props.logRetentionDays);
 
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
@@ -46,6 +50,8 @@ export class OutboxRelay extends Construct {
       description: 'Kafka inbox outbox relay: publishes emitted events to MSK in order per aggregate',
       timeout: Duration.seconds(relay.timeoutSeconds),
       database: { role: DatabaseRoles.relay },
+      // Its producer reaches the brokers from the Kafka client group, which the cluster admits.
+      kafkaClient: true,
       environment: {
         KAFKA_BROKERS: brokers,
         RELAY_BATCH_SIZE: String(relay.batchSize),
@@ -73,7 +79,7 @@ export class OutboxRelay extends Construct {
     );
   }
 
-  private lookUpBrokers(clusterArn: string): string {
+  private lookUpBrokers(clusterArn: string, logRetentionDays: number): string {
     const call: cr.AwsSdkCall = {
       service: 'Kafka',
       action: 'getBootstrapBrokers',
@@ -87,6 +93,7 @@ export class OutboxRelay extends Construct {
       onUpdate: call,
       policy: cr.AwsCustomResourcePolicy.fromSdkCalls({ resources: [clusterArn] }),
       installLatestAwsSdk: false,
+      logGroup: new logs.LogGroup(this, 'BootstrapBrokersLogs', { retention: retentionDays(logRetentionDays), removalPolicy: RemovalPolicy.DESTROY }),
     });
     // The provider is a stack-wide singleton; its role is what the lookup grants to.
     acknowledge(lookup.grantPrincipal as iam.Role, [

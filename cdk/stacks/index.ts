@@ -23,9 +23,10 @@ export function createInboxStacks(app: App, config: StageConfig): InboxStacks {
   const stateless = new StatelessStack(app, `${base}-stateless`, {
     ...(env ? { env } : {}),
     config,
-    stateful,
     tags,
     description: 'Kafka inbox: functions, event-source mappings, schedules, migrations, dashboard, alarms',
   });
+  // It reads the stateful stack's parameters when it deploys: `cdk deploy --all` deploys that one first.
+  stateless.addStackDependency(stateful, 'reads the SSM parameters the stateful stack writes');
   return { stateful, stateless };
 }

@@ -1,18 +1,24 @@
 /**
- * What keeps state: the network, the Aurora PostgreSQL cluster and its secret, the
- * optional RDS Proxy, and (dev stages) a small MSK Serverless cluster. Deployed rarely,
- * separately from the functions, so a code change never puts the database at risk.
+ * What keeps state: the network (created, or an existing VPC imported by id), the Aurora
+ * PostgreSQL cluster and its secret, the optional RDS Proxy, and (dev stages) a small MSK
+ * Serverless cluster. Deployed rarely, separately from the functions, so a code change
+ * never puts the database at risk. The other stacks of the stage read what they need of it
+ * from SSM parameters (stage-references.ts), never from exports.
  */
-import { Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnResource, Duration, Fn, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as logs from 'aws-cdk-lib/aws-logs';
 import * as msk from 'aws-cdk-lib/aws-msk';
 import * as rds from 'aws-cdk-lib/aws-rds';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as sam from 'aws-cdk-lib/aws-sam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
+import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { acknowledge } from '../constructs/nag';
-import type { StageConfig } from '../config';
+import type { InterfaceEndpoint, StageConfig } from '../config';
+import { importVpc, writeStatefulParameters } from './stage-references';
 
 /** How often Secrets Manager rotates the master user's password. */
 export const MASTER_SECRET_ROTATION_DAYS = 30;
@@ -25,50 +31,51 @@ export interface StatefulStackProps extends StackProps {
 }
 
 export class StatefulStack extends Stack {
-  readonly vpc: ec2.Vpc;
-  readonly functionSubnets: ec2.SubnetSelection = { subnetType: ec2.SubnetType.PRIVATE_ISOLATED };
-  /** Every function's security group: the database (or its proxy) admits it. */
+  readonly vpc: ec2.IVpc;
+  readonly functionSubnets: ec2.SubnetSelection;
+  /** Every function's security group: the database (or its proxy) and the endpoints admit it. */
   readonly functionSecurityGroup: ec2.SecurityGroup;
+  /** The outbox relay's second group, and the only one the brokers admit. */
+  readonly kafkaClientSecurityGroup: ec2.SecurityGroup;
   readonly cluster: rds.DatabaseCluster;
   readonly databaseSecret: secretsmanager.ISecret;
   readonly proxy?: rds.DatabaseProxy;
   readonly mskClusterArn: string;
-  private readonly endpoints: Record<string, ec2.InterfaceVpcEndpoint> = {};
+  private readonly endpoints: Partial<Record<InterfaceEndpoint, ec2.InterfaceVpcEndpoint>> = {};
+  private readonly config: StageConfig;
 
   constructor(scope: Construct, id: string, props: StatefulStackProps) {
     super(scope, id, props);
     const { config } = props;
+    this.config = config;
 
-    // No NAT: the functions only talk to the database and to AWS APIs through endpoints.
-    this.vpc = new ec2.Vpc(this, 'Vpc', {
-      ipAddresses: ec2.IpAddresses.cidr(config.network.cidr),
-      maxAzs: config.network.maxAzs,
-      natGateways: 0,
-      subnetConfiguration: [{ name: 'private', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
-      flowLogs: { rejected: { trafficType: ec2.FlowLogTrafficType.REJECT } },
-    });
-    this.vpc.addGatewayEndpoint('S3', { service: ec2.GatewayVpcEndpointAwsService.S3 });
+    this.vpc = this.createOrImportNetwork(config);
+    this.functionSubnets =
+      config.network.kind === 'existing' ? { subnets: this.vpc.privateSubnets } : { subnets: this.vpc.isolatedSubnets };
 
     this.functionSecurityGroup = new ec2.SecurityGroup(this, 'FunctionSecurityGroup', {
       vpc: this.vpc,
       description: 'Inbox functions: reach the database and the VPC endpoints',
       allowAllOutbound: true,
     });
+    this.kafkaClientSecurityGroup = new ec2.SecurityGroup(this, 'KafkaClientSecurityGroup', {
+      vpc: this.vpc,
+      description: 'Inbox functions that produce to Kafka (the outbox relay): the brokers admit this group',
+      allowAllOutbound: true,
+    });
 
-    // Secrets Manager: the migration function reads the master secret, and its rotation runs
-    // here. Scheduler: ops pause/resume.
-    // STS and Lambda: the MSK event-source mapping's pollers, when the cluster is in this VPC,
-    // assume the function's role for IAM auth and invoke the function from its subnets.
-    // Lambda also: the ingest functions wake their workers, and workers fan out (Invoke).
-    // Closed endpoints: only the security groups admitted below reach them.
-    const services: Record<string, ec2.InterfaceVpcEndpointAwsService> = {
-      SecretsManager: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
-      Scheduler: new ec2.InterfaceVpcEndpointAwsService('scheduler'),
-      Sts: ec2.InterfaceVpcEndpointAwsService.STS,
-      Lambda: ec2.InterfaceVpcEndpointAwsService.LAMBDA,
+    // Only what the functions call, each admitting the functions' group: Secrets Manager (the
+    // migration function reads the master secret, and its rotation runs here), Lambda (wake-ups,
+    // fan-out, ops pause --ingest), Scheduler (ops pause/resume). The event-source mappings in
+    // provisioned mode need none: they reach the brokers through the cluster's own network.
+    const services: Record<InterfaceEndpoint, { id: string; service: ec2.IInterfaceVpcEndpointService }> = {
+      secretsmanager: { id: 'SecretsManager', service: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER },
+      scheduler: { id: 'Scheduler', service: new ec2.InterfaceVpcEndpointAwsService('scheduler') },
+      lambda: { id: 'Lambda', service: ec2.InterfaceVpcEndpointAwsService.LAMBDA },
     };
-    for (const [name, service] of Object.entries(services)) {
-      const endpoint = this.vpc.addInterfaceEndpoint(name, { service, privateDnsEnabled: true, subnets: this.functionSubnets, open: false });
+    for (const name of config.network.interfaceEndpoints) {
+      const { id: endpointId, service } = services[name];
+      const endpoint = this.vpc.addInterfaceEndpoint(endpointId, { service, privateDnsEnabled: true, subnets: this.functionSubnets, open: false });
       endpoint.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions');
       this.endpoints[name] = endpoint;
     }
@@ -95,6 +102,9 @@ export class StatefulStack extends Stack {
       deletionProtection: config.database.deletionProtection,
       removalPolicy: RemovalPolicy.SNAPSHOT,
       cloudwatchLogsExports: ['postgresql'],
+      // Aurora creates the exported log's group itself, never expiring: a log-retention
+      // custom resource sets the stage's retention on it.
+      cloudwatchLogsRetention: retentionDays(config.database.logRetentionDays),
       enablePerformanceInsights: true,
       // The runtime functions log in as their own roles with IAM tokens (rds_iam, granted
       // by migrations/0045): no password of theirs exists anywhere.
@@ -110,8 +120,8 @@ export class StatefulStack extends Stack {
       description: 'Master secret rotation function: reaches the database and Secrets Manager',
       allowAllOutbound: true,
     });
-    this.endpoints.SecretsManager!.connections.allowDefaultPortFrom(rotationSecurityGroup, 'Master secret rotation');
-    this.cluster.addRotationSingleUser({
+    this.endpoints.secretsmanager?.connections.allowDefaultPortFrom(rotationSecurityGroup, 'Master secret rotation');
+    const rotation = this.cluster.addRotationSingleUser({
       automaticallyAfter: Duration.days(MASTER_SECRET_ROTATION_DAYS),
       // On its schedule only, not as a side effect of a deploy: a rotation racing the
       // deploy's migration run could hand it a password that is about to change.
@@ -119,7 +129,14 @@ export class StatefulStack extends Stack {
       vpcSubnets: this.functionSubnets,
       securityGroup: rotationSecurityGroup,
     });
+    // The rotation function comes from the Serverless Application Repository, with a log
+    // group Lambda creates on its first run; its name is the application's parameter.
+    const application = rotation.node.findChild('Resource') as sam.CfnApplication;
+    const rotationFunctionName = (application.parameters as Record<string, string>).functionName!;
+    retainDefaultLogGroup(this, 'RotationFunctionLogRetention', rotationFunctionName, config.observability.logRetentionDays);
 
+    let connectHost = this.cluster.clusterEndpoint.hostname;
+    let connectResourceId = this.cluster.clusterResourceIdentifier;
     if (config.database.rdsProxy) {
       // End-to-end IAM authentication: the functions sign tokens for the proxy, and the
       // proxy signs its own for the database with its role, which may connect as the
@@ -142,13 +159,72 @@ export class StatefulStack extends Stack {
       this.proxy.connections.allowFrom(this.functionSecurityGroup, ec2.Port.tcp(this.cluster.clusterEndpoint.port), 'Inbox functions to RDS Proxy');
       // The migration runner connects to the cluster directly (DDL, the master user).
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Migration runner to Aurora');
+      connectHost = this.proxy.endpoint;
+      // prx-<id>: the last part of the proxy's ARN, the resource id of its rds-db:connect ARNs.
+      connectResourceId = Fn.select(6, Fn.split(':', this.proxy.dbProxyArn));
     } else {
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
     }
 
     this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster(config);
+    if (config.msk.securityGroupId !== undefined && relayDeployed(config)) {
+      // The outbox relay produces to the existing cluster: its group is admitted on the IAM
+      // broker port, and nothing else of this stage is.
+      const brokers = ec2.SecurityGroup.fromSecurityGroupId(this, 'ExistingKafkaSecurityGroup', config.msk.securityGroupId, { mutable: true });
+      brokers.addIngressRule(this.kafkaClientSecurityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the inbox outbox relay');
+    }
+
+    writeStatefulParameters(this, config, {
+      vpcId: this.vpc.vpcId,
+      subnetIds: Fn.join(',', this.vpc.selectSubnets(this.functionSubnets).subnetIds),
+      functionSecurityGroupId: this.functionSecurityGroup.securityGroupId,
+      kafkaClientSecurityGroupId: this.kafkaClientSecurityGroup.securityGroupId,
+      clusterIdentifier: this.cluster.clusterIdentifier,
+      connectHost,
+      connectPort: this.cluster.clusterEndpoint.port.toString(),
+      connectResourceId,
+      masterSecretArn: this.databaseSecret.secretArn,
+      kafkaClusterArn: this.mskClusterArn,
+    });
 
     this.suppressFindings(config);
+  }
+
+  /**
+   * The zones of the created VPC, as the stage gives them: with an explicit account and
+   * region, CDK would otherwise look them up in the account, which synth cannot do offline.
+   */
+  override get availabilityZones(): string[] {
+    return this.config?.network.availabilityZones ?? super.availabilityZones;
+  }
+
+  /** A VPC of its own (isolated subnets, no NAT), or the existing one the stage names, imported by id. */
+  private createOrImportNetwork(config: StageConfig): ec2.IVpc {
+    const network = config.network;
+    if (network.kind === 'existing') {
+      return importVpc(this, { vpcId: network.vpcId, availabilityZones: network.availabilityZones, privateSubnetIds: network.subnetIds });
+    }
+    const flowLogs = new logs.LogGroup(this, 'FlowLogs', {
+      retention: retentionDays(network.flowLogRetentionDays),
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    // No NAT: the functions only talk to the database and to AWS APIs through endpoints.
+    const vpc = new ec2.Vpc(this, 'Vpc', {
+      ipAddresses: ec2.IpAddresses.cidr(network.cidr),
+      maxAzs: network.maxAzs,
+      natGateways: 0,
+      subnetConfiguration: [{ name: 'private', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
+      flowLogs: { rejected: { trafficType: ec2.FlowLogTrafficType.REJECT, destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogs) } },
+    });
+    // S3: the event-source mappings' pollers write batches they give up on to the on-failure
+    // bucket from the cluster's subnets.
+    vpc.addGatewayEndpoint('S3', { service: ec2.GatewayVpcEndpointAwsService.S3 });
+    // The default security group's rules are removed by a CDK custom resource; its function's
+    // log group gets the stage's retention too.
+    const restrictProvider = this.node.tryFindChild('Custom::VpcRestrictDefaultSGCustomResourceProvider');
+    const handler = restrictProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
+    if (handler !== undefined) retainDefaultLogGroup(this, 'RestrictDefaultSecurityGroupLogRetention', handler.ref, config.observability.logRetentionDays);
+    return vpc;
   }
 
   /** A small MSK Serverless cluster with IAM auth, for stages that have no cluster of their own. */
@@ -159,10 +235,11 @@ export class StatefulStack extends Stack {
       allowAllOutbound: true,
     });
     // The ESM's pollers use the cluster's own security group: it must admit itself (IAM port).
-    securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(9098), 'MSK IAM from the ESM pollers');
-    // The outbox relay runs in the functions' group and produces to the brokers.
-    securityGroup.addIngressRule(this.functionSecurityGroup, ec2.Port.tcp(9098), 'MSK IAM from the outbox relay');
-    for (const endpoint of Object.values(this.endpoints)) endpoint.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers');
+    securityGroup.addIngressRule(securityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the ESM pollers');
+    // The outbox relay produces to the brokers from its Kafka client group.
+    if (relayDeployed(config)) {
+      securityGroup.addIngressRule(this.kafkaClientSecurityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the outbox relay');
+    }
     // A mapping with a Glue schema registry fetches schemas from the pollers' subnets; the
     // functions never call Glue, so only the pollers' group is admitted.
     if (config.consumers.some((c) => c.schemaRegistry?.type === 'glue')) {
@@ -188,10 +265,19 @@ export class StatefulStack extends Stack {
   }
 
   private suppressFindings(config: StageConfig): void {
+    acknowledgeLogRetentionProvider(this);
     if (!config.database.deletionProtection) {
       acknowledge(this.cluster, [
         { id: 'AwsSolutions-RDS10', reason: 'Deletion protection is switched off explicitly in this stage context (throwaway stage).' },
       ]);
     }
   }
+}
+
+/** MSK's broker port for IAM authentication (SASL/OAUTHBEARER over TLS). */
+export const MSK_IAM_PORT = 9098;
+
+/** The outbox relay is deployed when some consumer of the stage emits events. */
+export function relayDeployed(config: StageConfig): boolean {
+  return config.consumers.some((c) => c.outboxTopics.length > 0);
 }

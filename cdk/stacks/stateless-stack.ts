@@ -3,7 +3,7 @@
  * schedules, the migration trigger, the dashboard and the alarms. One construct per
  * consumer declaration (functions/consumers/index.ts), nothing per consumer by hand.
  */
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { CfnOutput, type CfnResource, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as kms from 'aws-cdk-lib/aws-kms';
 import * as s3 from 'aws-cdk-lib/aws-s3';
@@ -15,19 +15,19 @@ import type { ConsumerStageConfig, StageConfig } from '../config';
 import { InboxAlarms, type ScheduledFunction } from '../constructs/alarms';
 import { ConsumerWorker } from '../constructs/consumer-worker';
 import { InboxDashboard } from '../constructs/dashboard';
-import { retentionDays, type FunctionPlatform } from '../constructs/inbox-function';
+import type { FunctionPlatform } from '../constructs/inbox-function';
 import { KafkaIngest } from '../constructs/kafka-ingest';
 import { Migrations } from '../constructs/migrations';
 import { InboxMetrics, type MonitoredConsumer, type MonitoredFunction } from '../constructs/monitoring';
 import { Ops } from '../constructs/ops';
 import { OutboxRelay } from '../constructs/outbox-relay';
 import { Reaper } from '../constructs/reaper';
+import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { Schedules } from '../constructs/scheduled';
-import type { StatefulStack } from './stateful-stack';
+import { StatefulReferences } from './stage-references';
 
 export interface StatelessStackProps extends StackProps {
   config: StageConfig;
-  stateful: StatefulStack;
 }
 
 /** A consumer's ingest and worker, under one construct named for the consumer. */
@@ -73,17 +73,20 @@ export class StatelessStack extends Stack {
 
   constructor(scope: Construct, id: string, props: StatelessStackProps) {
     super(scope, id, props);
-    const { config, stateful } = props;
+    const { config } = props;
 
+    // The stateful stack's resources, through its SSM parameters: no export ties the stacks.
+    const stateful = new StatefulReferences(this, 'Stateful', config);
     const platform: FunctionPlatform = {
       vpc: stateful.vpc,
-      subnets: stateful.functionSubnets,
+      subnets: stateful.subnets,
       securityGroup: stateful.functionSecurityGroup,
+      kafkaClientSecurityGroup: stateful.kafkaClientSecurityGroup,
       database: {
         cluster: stateful.cluster,
-        masterSecret: stateful.databaseSecret,
+        masterSecret: stateful.masterSecret,
         databaseName: config.database.databaseName,
-        ...(stateful.proxy ? { proxy: stateful.proxy } : {}),
+        connection: stateful.connection,
       },
       observability: { ...config.observability, logRetentionDays: retentionDays(config.observability.logRetentionDays) },
     };
@@ -129,7 +132,14 @@ export class StatelessStack extends Stack {
     const relay =
       outboxTopics.length === 0
         ? undefined
-        : new OutboxRelay(this, 'OutboxRelay', { platform, relay: config.relay, clusterArn: stateful.mskClusterArn, topics: outboxTopics, schedules });
+        : new OutboxRelay(this, 'OutboxRelay', {
+            platform,
+            relay: config.relay,
+            clusterArn: stateful.mskClusterArn,
+            topics: outboxTopics,
+            schedules,
+            logRetentionDays: config.observability.logRetentionDays,
+          });
     const ops = new Ops(this, 'Ops', {
       platform,
       schedules,
@@ -142,11 +152,17 @@ export class StatelessStack extends Stack {
       ),
     });
 
-    new Migrations(this, 'Migrations', {
+    // The database and its proxy exist before this stack deploys (it depends on the stateful one).
+    const migrations = new Migrations(this, 'Migrations', {
       platform,
-      executeAfter: [stateful.cluster, ...(stateful.proxy ? [stateful.proxy] : [])],
       executeBefore: [...this.consumers, reaper, ops, ...(relay ? [relay] : [])],
     });
+    // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
+    const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');
+    const triggerHandler = triggerProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
+    if (triggerHandler === undefined) throw new Error(`no trigger provider next to ${migrations.trigger.node.path}`);
+    retainDefaultLogGroup(this, 'TriggerProviderLogRetention', triggerHandler.ref, config.observability.logRetentionDays);
+    acknowledgeLogRetentionProvider(this);
 
     this.alarmTopic = this.createAlarmTopic(config);
     const metrics = new InboxMetrics(config.observability.metricsNamespace, config.observability.serviceName);

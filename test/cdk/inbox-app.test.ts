@@ -14,7 +14,7 @@ import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
-import { actionsOf, databaseUsersOf, inboxFunctions, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 let s: Synthesized;
 let outdir: string;
@@ -197,11 +197,12 @@ describe('wake-ups', () => {
     expect(others).toHaveLength(s.config.consumers.length * 2 + 1);
   });
 
-  it('reserve each worker its maximum concurrency plus one, and neither retry nor keep an old asynchronous invocation', () => {
+  it('reserve no concurrency unless the stage chooses to, and neither retry nor keep an old asynchronous invocation', () => {
     const configs = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::EventInvokeConfig'));
     for (const c of s.config.consumers) {
       const [workerId, worker] = workerOf(c.name);
-      expect(worker.Properties!.ReservedConcurrentExecutions, c.name).toBe(c.workerMaxConcurrency + 1);
+      // The consumer's slots bound its workers; a reservation is the stage's choice (quotas).
+      expect(worker.Properties!.ReservedConcurrentExecutions, c.name).toBeUndefined();
       const env = worker.Properties!.Environment.Variables;
       expect(env).toMatchObject({ WORKER_MAX_CONCURRENCY: String(c.workerMaxConcurrency), WORKER_IDLE_MS: String(c.workerIdleSeconds * 1000), WAKE_UPS: 'true' });
       const config = configs.filter((ic) => JSON.stringify(ic.Properties!.FunctionName) === JSON.stringify({ Ref: workerId }));
@@ -245,13 +246,13 @@ describe('functions', () => {
       expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
       if (String(p.Description).includes('migrations')) {
         // A reference to the stateful stack's generated secret, never a literal value.
-        expect(JSON.stringify(env.DB_SECRET_ARN)).toMatch(/^\{"Fn::ImportValue":".*Secret/);
+        expect(env.DB_SECRET_ARN).toEqual(statefulParameterRef(s, 'masterSecretArn'));
         expect(env.DB_IAM_USER).toBeUndefined();
       } else {
         expect(env.DB_SECRET_ARN).toBeUndefined();
         expect(env.DB_IAM_USER).toMatch(/^inbox_/);
         expect(env.DB_NAME).toBe(s.config.database.databaseName);
-        expect(JSON.stringify(env.DB_HOST)).toMatch(/^\{"Fn::ImportValue":".*Endpoint/);
+        expect(env.DB_HOST).toEqual(statefulParameterRef(s, 'connectHost'));
       }
       expect(p.Environment.Variables.POWERTOOLS_SERVICE_NAME).toBe(s.config.observability.serviceName);
       expect(p.Environment.Variables.METRICS_NAMESPACE).toBe(s.config.observability.metricsNamespace);
@@ -341,7 +342,8 @@ describe('database access in IAM', () => {
       const secretReads = f.statements.filter((st) => actionsOf(st).some((a) => a.startsWith('secretsmanager:')));
       if (expectedRole(f.description) === undefined) {
         expect(secretReads.flatMap(actionsOf)).toContain('secretsmanager:GetSecretValue');
-        expect(secretReads.map((st) => JSON.stringify(st.Resource))).toEqual([expect.stringMatching(/^\{"Fn::ImportValue":".*Secret/)]);
+        expect(secretReads.map((st) => st.Resource)).toEqual([statefulParameterRef(s, 'masterSecretArn')]);
+        expect(statefulParameterValue(s, 'masterSecretArn')).toEqual({ Ref: expect.stringMatching(/^DatabaseSecretAttachment/) });
       } else {
         expect(secretReads, f.description).toEqual([]);
       }
@@ -354,10 +356,13 @@ describe('database access in IAM', () => {
       const role = expectedRole(f.description);
       const { users, resources } = databaseUsersOf(f.statements);
       expect(users, f.description).toEqual(role === undefined ? [] : [role]);
-      for (const r of resources) expect(r).toMatch(/rds-db:.*dbuser:.*ClusterResourceId/);
+      for (const r of resources) expect(r).toContain(`":rds-db:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/`);
       if (role !== undefined) seen.add(role);
     }
     expect([...seen].sort()).toEqual(Object.values(DatabaseRoles).sort());
+    // Without a proxy, the resource id the stateful stack publishes is the cluster's.
+    expect(statefulParameterValue(s, 'connectResourceId')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'DBClusterResourceId'] });
+    expect(statefulParameterValue(s, 'connectHost')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'Endpoint.Address'] });
   });
 
   it('enables IAM database authentication and rotates the master secret automatically', () => {

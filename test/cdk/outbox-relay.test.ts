@@ -8,7 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { actionsOf, CLUSTER_ARN, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, statefulParameterRef, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 type Resource = { Type: string; Properties?: Record<string, any> };
 
@@ -63,11 +63,12 @@ describe('the dev stage (a dev cluster created in the stage)', () => {
       .map(([, p]) => p);
     expect(policies).toHaveLength(1);
     expect(policies[0]!.Properties!.PolicyDocument.Statement).toEqual([
-      { Action: 'kafka:GetBootstrapBrokers', Effect: 'Allow', Resource: { 'Fn::ImportValue': expect.stringMatching(/DevKafka/) } },
+      // The dev cluster's ARN, as the stateful stack publishes it.
+      { Action: 'kafka:GetBootstrapBrokers', Effect: 'Allow', Resource: statefulParameterRef(s, 'kafkaClusterArn') },
     ]);
   });
 
-  it('admits the functions’ security group to the dev cluster on the IAM port', () => {
+  it('admits the Kafka client security group, the relay’s alone, to the dev cluster on the IAM port', () => {
     const rules = Object.values(s.stateful.findResources('AWS::EC2::SecurityGroupIngress') as Record<string, Resource>).filter(
       (r) => r.Properties!.Description === 'MSK IAM from the outbox relay',
     );
@@ -78,9 +79,18 @@ describe('the dev stage (a dev cluster created in the stage)', () => {
         FromPort: 9098,
         ToPort: 9098,
         GroupId: { 'Fn::GetAtt': [expect.stringMatching(/^DevKafkaSecurityGroup/), 'GroupId'] },
-        SourceSecurityGroupId: { 'Fn::GetAtt': [expect.stringMatching(/^FunctionSecurityGroup/), 'GroupId'] },
+        SourceSecurityGroupId: { 'Fn::GetAtt': [expect.stringMatching(/^KafkaClientSecurityGroup/), 'GroupId'] },
       },
     ]);
+    const groupsOf = (f: Resource) => f.Properties!.VpcConfig.SecurityGroupIds as unknown[];
+    const kafkaClient = statefulParameterRef(s, 'kafkaClientSecurityGroupId');
+    const [, relay] = relayOf(s);
+    expect(groupsOf(relay)).toEqual([statefulParameterRef(s, 'functionSecurityGroupId'), kafkaClient]);
+    const others = Object.values(s.stateless.findResources('AWS::Lambda::Function') as Record<string, Resource>).filter(
+      (f) => f !== relay && f.Properties!.VpcConfig !== undefined,
+    );
+    expect(others.length).toBeGreaterThan(0);
+    for (const f of others) expect(groupsOf(f)).not.toContainEqual(kafkaClient);
   });
 
   it('alarms per emitting consumer on the oldest unpublished age, breaching when the relay publishes nothing', () => {
@@ -116,7 +126,7 @@ describe('an imported cluster with the brokers given by the stage', () => {
       overrides: {
         account: '123456789012',
         region: 'eu-west-1',
-        msk: { clusterArn: CLUSTER_ARN },
+        ...EXISTING_CLUSTER,
         relay: { bootstrapBrokers: 'b-1.prod.kafka.eu-west-1.amazonaws.com:9098,b-2.prod.kafka.eu-west-1.amazonaws.com:9098' },
       },
     });

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
-import { actionsOf, CLUSTER_ARN, databaseUsersOf, inboxFunctions, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
@@ -22,7 +22,7 @@ function configError(raw: unknown): StageConfigError {
 
 describe('stage configuration', () => {
   it('fills every default from a minimal stage', () => {
-    const config = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, CONSUMERS);
+    const config = parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS);
     expect(config.consumers.map((c) => c.name)).toEqual(CONSUMERS.map((c) => c.name));
     expect(config.database.deletionProtection).toBe(true);
     expect(config.consumers[0]!.consumerGroupIds).toEqual({ [CONSUMERS[0]!.topics[0]!]: CONSUMERS[0]!.name });
@@ -59,18 +59,19 @@ describe('stage configuration', () => {
   it('sets the wake-up defaults, and lets a consumer change its concurrency or switch wake-ups off', () => {
     const config = parseStageConfig(
       'test',
-      { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false } } },
+      { ...EXISTING_CLUSTER, consumers: { 'case-sla': { workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false } } },
       CONSUMERS,
     );
     const of = (name: string) => config.consumers.find((c) => c.name === name)!;
     expect(of('case-projection')).toMatchObject({ workerMaxConcurrency: 4, workerIdleSeconds: 10, wakeUps: true });
-    expect(of('case-projection').workerReservedConcurrency).toBeUndefined();
+    // Reserving concurrency is a choice a stage makes (and declares the account's quota for).
+    expect(of('case-projection').workerReservedConcurrency).toBe(false);
     expect(of('case-sla')).toMatchObject({ workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false });
     expect(config.alarms).toMatchObject({ processingLatencyP50Ms: 5_000, processingLatencyP99Ms: 30_000, latencyMinSamples: 50 });
   });
 
   it('refuses a reserved concurrency below the maximum concurrency: fanned-out workers would be throttled', () => {
-    const message = configError({ msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { workerMaxConcurrency: 6, workerReservedConcurrency: 3 } } }).message;
+    const message = configError({ ...EXISTING_CLUSTER, consumers: { 'case-sla': { workerMaxConcurrency: 6, workerReservedConcurrency: 3 } } }).message;
     expect(message).toContain('stages.test.consumers.case-sla: workerReservedConcurrency must be at least workerMaxConcurrency (6), or false');
   });
 
@@ -96,7 +97,7 @@ describe('a consumer\'s schema registry', () => {
     secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry-client-AbC123',
   };
   const withRegistry = (registry: unknown, stage: Record<string, unknown> = {}) => ({
-    msk: { clusterArn: CLUSTER_ARN },
+    ...EXISTING_CLUSTER,
     ...stage,
     consumers: { 'notification-service': { schemaRegistry: registry } },
   });
@@ -111,8 +112,8 @@ describe('a consumer\'s schema registry', () => {
 
   it('takes the declaration\'s registry, and lets the stage replace it', () => {
     const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { ...GLUE, recordFormat: 'SOURCE' as const } } : c));
-    const fromDeclaration = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, declared);
-    const replaced = parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN }, consumers: { 'case-sla': { schemaRegistry: CONFLUENT } } }, declared);
+    const fromDeclaration = parseStageConfig('test', EXISTING_CLUSTER, declared);
+    const replaced = parseStageConfig('test', { ...EXISTING_CLUSTER, consumers: { 'case-sla': { schemaRegistry: CONFLUENT } } }, declared);
 
     expect(registryOf(fromDeclaration, 'case-sla')).toEqual({ ...GLUE, validate: ['VALUE'], recordFormat: 'SOURCE' });
     expect(registryOf(replaced, 'case-sla')).toEqual({ ...CONFLUENT, validate: ['VALUE'], recordFormat: 'JSON' });
@@ -121,7 +122,7 @@ describe('a consumer\'s schema registry', () => {
   it('validates a declaration\'s registry like a stage\'s, naming the declaration', () => {
     const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/x/y' } as never } : c));
 
-    expect(() => parseStageConfig('test', { msk: { clusterArn: CLUSTER_ARN } }, declared)).toThrow(
+    expect(() => parseStageConfig('test', EXISTING_CLUSTER, declared)).toThrow(
       'consumer declaration case-sla: schemaRegistry.registryArn: must be a Glue registry ARN',
     );
   });
@@ -164,7 +165,7 @@ describe('a production-shaped stage', () => {
       overrides: {
         account: '123456789012',
         region: 'eu-west-1',
-        msk: { clusterArn: CLUSTER_ARN },
+        ...EXISTING_CLUSTER,
         database: { rdsProxy: true, deletionProtection: false },
         alarms: { snsTopicArn: TOPIC_ARN },
         consumers: { 'case-sla': { topics: ['regulatory.case.events.v1', 'regulatory.case.replays.v1'], minPollers: 2, maxPollers: 4 } },
@@ -177,8 +178,9 @@ describe('a production-shaped stage', () => {
     expect(mappings.every((m) => m.EventSourceArn === CLUSTER_ARN)).toBe(true);
     const sla = mappings.filter((m) => String(m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId).startsWith('case-sla'));
     expect(sla.map((m) => [m.Topics[0], m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId, m.ProvisionedPollerConfig])).toEqual([
-      ['regulatory.case.events.v1', 'case-sla.regulatory.case.events.v1', { MinimumPollers: 2, MaximumPollers: 4 }],
-      ['regulatory.case.replays.v1', 'case-sla.regulatory.case.replays.v1', { MinimumPollers: 2, MaximumPollers: 4 }],
+      // The dev stage's poller group (consumerDefaults) holds for a consumer's own poller counts too.
+      ['regulatory.case.events.v1', 'case-sla.regulatory.case.events.v1', { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' }],
+      ['regulatory.case.replays.v1', 'case-sla.regulatory.case.replays.v1', { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' }],
     ]);
   });
 
@@ -192,6 +194,7 @@ describe('a production-shaped stage', () => {
   it('routes the functions through RDS Proxy without prepared statements, and migrations straight to the cluster', () => {
     s.stateful.resourceCountIs('AWS::RDS::DBProxy', 1);
     s.stateful.hasResourceProperties('AWS::RDS::DBProxy', { RequireTLS: true });
+    expect(statefulParameterValue(s, 'connectHost')).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/Proxy/), 'Endpoint'] });
     const functions = Object.values(s.stateless.findResources('AWS::Lambda::Function'))
       .map((f) => f.Properties)
       .filter((p) => String(p.Description ?? '').startsWith('Kafka inbox'));
@@ -202,7 +205,8 @@ describe('a production-shaped stage', () => {
         expect(env.DB_PREPARE).toBe('true');
         expect(env.NODE_EXTRA_CA_CERTS).toBe('/var/runtime/ca-cert.pem');
       } else {
-        expect(JSON.stringify(env.DB_HOST)).toMatch(/^\{"Fn::ImportValue":".*Proxy.*Endpoint/);
+        // The proxy's endpoint, through the parameter the stateful stack writes it to.
+        expect(env.DB_HOST).toEqual(statefulParameterRef(s, 'connectHost'));
         expect(env.DB_PREPARE).toBe('false');
         // The proxy's certificate is under Amazon's public roots: Node's own store verifies it.
         expect(env.NODE_EXTRA_CA_CERTS).toBeUndefined();
@@ -231,9 +235,11 @@ describe('a production-shaped stage', () => {
         continue;
       }
       expect(users).toEqual([f.environment.DB_IAM_USER]);
-      // prx-<id> is the last segment of the proxy's ARN.
-      for (const r of resources) expect(r).toMatch(/dbuser:.*Fn::Split.*ProxyArn|dbuser:.*Proxy.*Arn/);
+      // The resource id the stateful stack publishes for the endpoint the functions use.
+      for (const r of resources) expect(r).toContain(`dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/${String(f.environment.DB_IAM_USER)}"`);
     }
+    // prx-<id>: the last segment of the proxy's ARN.
+    expect(JSON.stringify(statefulParameterValue(s, 'connectResourceId'))).toMatch(/^\{"Fn::Select":\[6,\{"Fn::Split":\[":",\{"Fn::GetAtt":\["[A-Za-z0-9]*Proxy[A-Za-z0-9]*","DBProxyArn"\]\}\]\}\]\}$/);
   });
 
   it('sends alarms to the existing topic instead of creating one', () => {

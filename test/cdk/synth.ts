@@ -10,6 +10,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { parseStageConfig, type StageConfig } from '../../cdk/config';
 import { createInboxStacks, type InboxStacks } from '../../cdk/stacks/index';
+import { statefulParameterName, type StatefulParameter } from '../../cdk/stacks/stage-references';
 
 interface CdkJson {
   context: { stages: Record<string, unknown> } & Record<string, unknown>;
@@ -17,6 +18,16 @@ interface CdkJson {
 
 /** The imported cluster of the production-shaped stages the tests synthesize. */
 export const CLUSTER_ARN = 'arn:aws:kafka:eu-west-1:123456789012:cluster/prod-cluster/11111111-2222-3333-4444-555555555555-3';
+
+/** The existing VPC such a cluster lives in: the functions go into its subnets (no lookup). */
+export const EXISTING_NETWORK = {
+  vpcId: 'vpc-0123456789abcdef0',
+  subnetIds: ['subnet-0123456789abcdef1', 'subnet-0123456789abcdef2'],
+  availabilityZones: ['eu-west-1a', 'eu-west-1b'],
+};
+
+/** The stage keys of an existing cluster in its own VPC, to spread into a stage. */
+export const EXISTING_CLUSTER = { msk: { clusterArn: CLUSTER_ARN }, network: EXISTING_NETWORK };
 
 export const CDK_JSON = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as CdkJson;
 
@@ -97,4 +108,24 @@ export function databaseUsersOf(statements: PolicyStatement[]): { users: string[
     .map((r) => JSON.stringify(r));
   const users = resources.map((r) => /\/([a-z_]+)"\]\]\}$|\/([a-z_]+)"$/.exec(r)).map((m) => m?.[1] ?? m?.[2] ?? '?');
   return { users: [...new Set(users)].sort(), resources };
+}
+
+/**
+ * How a stateless template refers to one of the stateful stack's SSM parameters:
+ * `{ Ref: <its CloudFormation parameter> }`, the parameter typed to resolve that name.
+ */
+export function statefulParameterRef(s: Pick<Synthesized, 'config' | 'stateless'>, key: StatefulParameter): { Ref: string } {
+  const name = statefulParameterName(s.config, key);
+  const parameters = (s.stateless.toJSON().Parameters ?? {}) as Record<string, { Type: string; Default?: string }>;
+  const found = Object.entries(parameters).filter(([, p]) => p.Default === name && p.Type === 'AWS::SSM::Parameter::Value<String>');
+  if (found.length !== 1) throw new Error(`the stateless template reads ${name} ${found.length} times`);
+  return { Ref: found[0]![0] };
+}
+
+/** The value the stateful template writes to one of its SSM parameters. */
+export function statefulParameterValue(s: Pick<Synthesized, 'config' | 'stateful'>, key: StatefulParameter): unknown {
+  const name = statefulParameterName(s.config, key);
+  const found = Object.values(s.stateful.findResources('AWS::SSM::Parameter')).filter((p) => p.Properties.Name === name);
+  if (found.length !== 1) throw new Error(`the stateful template writes ${name} ${found.length} times`);
+  return found[0]!.Properties.Value;
 }
