@@ -89,7 +89,16 @@ const consumerSettings = z.object({
   wakeUps: z.boolean().default(true),
 });
 
-const consumerOverride = consumerSettings.partial().extend({
+/**
+ * A consumer's own entry overrides only what it names: its fields carry no defaults (zod's
+ * partial() keeps them, and a consumer that set one setting would get every other one back
+ * at its default instead of the stage's consumerDefaults).
+ */
+const withoutDefaults = Object.fromEntries(
+  Object.entries(consumerSettings.shape).map(([key, field]) => [key, (field instanceof z.ZodDefault ? field.unwrap() : field).optional()]),
+) as unknown as { [K in keyof typeof consumerSettings.shape]: z.ZodOptional<z.ZodType<z.output<(typeof consumerSettings.shape)[K]>>> };
+
+const consumerOverride = z.object(withoutDefaults).extend({
   /** Topics to subscribe to instead of the declaration's (e.g. a stage-specific prefix). */
   topics: z.array(z.string().min(1).max(249)).min(1).optional(),
   /** The Kafka consumer group; default: the consumer's name (suffixed per topic when it has several). */

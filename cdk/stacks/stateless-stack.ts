@@ -152,6 +152,12 @@ export class StatelessStack extends Stack {
       ),
     });
 
+    // The checklist's way to run ops commands where the database is reachable only in the VPC.
+    new CfnOutput(this, 'OpsFunctionName', {
+      value: ops.function.functionName,
+      description: 'The ops function: aws lambda invoke --function-name <this> --payload \'{"command":"stats"}\'',
+    });
+
     // The database and its proxy exist before this stack deploys (it depends on the stateful one).
     const migrations = new Migrations(this, 'Migrations', {
       platform,

@@ -3,6 +3,8 @@
  * no network beyond what the CLI itself skips (notices and version check off). The CLI runs
  * the app's own cdk-nag checks, so a new unacknowledged finding fails here too, and any
  * warning the CLI prints (an unanswered annotation, an unset feature flag) fails every stage.
+ * Every stage of cdk.json is synthesized this way, and every stage the README shows is one
+ * of them, verbatim.
  */
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -40,6 +42,28 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
 
 const templatesIn = (outdir: string) => readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
 
+const STAGES = Object.keys(CDK_JSON.context.stages);
+
+// dev and example-schema-registry have tests of their own below.
+it.each(STAGES.filter((stage) => stage !== 'dev' && stage !== 'example-schema-registry'))('synthesizes the %s stage offline with no credentials, and warns of nothing', (stage) => {
+  // Selecting the stateful stack bundles no function (the dev stage's run above bundles them
+  // all); the app still synthesizes both stacks, lookups and validation included.
+  cdkSynth(['-c', `stage=${stage}`, `KafkaInbox-${stage}-stateful`], (outdir) => {
+    expect(templatesIn(outdir)).toEqual([`KafkaInbox-${stage}-stateful.template.json`, `KafkaInbox-${stage}-stateless.template.json`]);
+    const manifest = JSON.parse(readFileSync(join(outdir, 'manifest.json'), 'utf8')) as { missing?: unknown[] };
+    expect(manifest.missing ?? []).toEqual([]);
+  });
+});
+
+it('shows in the README only stages that cdk.json has, exactly as cdk.json has them', () => {
+  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+  // A stage in the README is a JSON block "<name>": { … } whose value has msk (which every stage must set).
+  const blocks = [...readme.matchAll(/```json\n("[A-Za-z0-9-]+": \{[\s\S]*?\n\})\n```/g)].map((m) => JSON.parse(`{${m[1]!}}`) as Record<string, Record<string, unknown>>);
+  const shown = blocks.flatMap((b) => Object.entries(b)).filter(([, value]) => 'msk' in value);
+  expect(shown.map(([name]) => name)).toEqual(['example-existing-network', 'example-prod']);
+  for (const [name, stage] of shown) expect(stage, name).toEqual(CDK_JSON.context.stages[name]);
+});
+
 it('synthesizes both stacks offline with no credentials, and warns of nothing', () => {
   cdkSynth([], (outdir) => {
     expect(templatesIn(outdir)).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
@@ -49,7 +73,7 @@ it('synthesizes both stacks offline with no credentials, and warns of nothing', 
 it('synthesizes the example-schema-registry stage offline, its Glue registry on the declared consumer mapping', () => {
   const stage = 'example-schema-registry';
   const declared = (CDK_JSON.context.stages[stage] as { consumers: Record<string, { schemaRegistry: { registryArn: string } }> }).consumers;
-  cdkSynth(['-c', `stage=${stage}`], (outdir) => {
+  cdkSynth(['-c', `stage=${stage}`, `KafkaInbox-${stage}-stateful`], (outdir) => {
     expect(templatesIn(outdir)).toEqual([`KafkaInbox-${stage}-stateful.template.json`, `KafkaInbox-${stage}-stateless.template.json`]);
     const template = JSON.parse(readFileSync(join(outdir, `KafkaInbox-${stage}-stateless.template.json`), 'utf8')) as {
       Resources: Record<string, { Type: string; Properties: Record<string, any> }>;

@@ -3,10 +3,10 @@
  * RDS Proxy, existing alarm topic, explicit environment) synthesized without bundling.
  */
 import { beforeAll, describe, expect, it } from 'vitest';
-import { parseStageConfig, StageConfigError } from '../../cdk/config';
+import { parseStageConfig, reservedConcurrencyOf, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
-import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, EXISTING_NETWORK, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
@@ -68,6 +68,15 @@ describe('stage configuration', () => {
     expect(of('case-projection').workerReservedConcurrency).toBe(false);
     expect(of('case-sla')).toMatchObject({ workerMaxConcurrency: 8, workerReservedConcurrency: false, wakeUps: false });
     expect(config.alarms).toMatchObject({ processingLatencyP50Ms: 5_000, processingLatencyP99Ms: 30_000, latencyMinSamples: 50 });
+  });
+
+  it("lets a consumer's entry override only what it names: the rest is the stage's consumerDefaults, not the built-in defaults", () => {
+    const config = parseStageConfig(
+      'test',
+      { ...EXISTING_CLUSTER, consumerDefaults: { maxPollers: 8, workerMaxConcurrency: 6, pollerGroupName: 'shared' }, consumers: { 'case-sla': { minPollers: 2 } } },
+      CONSUMERS,
+    );
+    expect(config.consumers.find((c) => c.name === 'case-sla')).toMatchObject({ minPollers: 2, maxPollers: 8, workerMaxConcurrency: 6, pollerGroupName: 'shared' });
   });
 
   it('refuses a reserved concurrency below the maximum concurrency: fanned-out workers would be throttled', () => {
@@ -261,5 +270,85 @@ describe('a production-shaped stage', () => {
 
   it('passes cdk-nag AwsSolutions too', () => {
     expect(unacknowledgedNagErrors(s.app)).toEqual([]);
+  });
+});
+
+describe("a team's own account: network, routes to the brokers, quotas, poller groups", () => {
+  const BROKERS = 'b-1.prod.kafka.eu-west-1.amazonaws.com:9098,b-2.prod.kafka.eu-west-1.amazonaws.com:9098';
+
+  it('imports an existing VPC only with its private subnets and the zone of each, and changes nothing of it', () => {
+    expect(configError({ ...EXISTING_CLUSTER, network: { vpcId: EXISTING_NETWORK.vpcId } }).message).toContain(
+      'stages.test.network.subnetIds: required with network.vpcId: the private subnets to use',
+    );
+    expect(configError({ ...EXISTING_CLUSTER, network: { ...EXISTING_NETWORK, availabilityZones: ['eu-west-1a'] } }).message).toContain(
+      'stages.test.network.availabilityZones: required with network.vpcId: the availability zone of each subnet, in the same order',
+    );
+    expect(configError({ ...EXISTING_CLUSTER, network: { ...EXISTING_NETWORK, cidr: '10.1.0.0/16' } }).message).toContain(
+      'stages.test.network.cidr: only for a created VPC',
+    );
+    expect(configError({ ...EXISTING_CLUSTER, network: { ...EXISTING_NETWORK, subnetId: 'subnet-0123456789abcdef1' } }).message).toContain(
+      'stages.test.network: Unrecognized key: "subnetId"',
+    );
+    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).network).toEqual({ kind: 'existing', ...EXISTING_NETWORK, interfaceEndpoints: [] });
+  });
+
+  it('asks for the zones of a created VPC when account and region are set, and then synthesizes with no lookup', () => {
+    const stage = { account: '123456789012', region: 'eu-west-1', msk: { createDevCluster: true } };
+    expect(configError(stage).message).toContain(
+      'stages.test.network.availabilityZones: required when account and region are set (synth would look them up with credentials): e.g. ["eu-west-1a", "eu-west-1b"]',
+    );
+    expect(configError({ ...stage, network: { availabilityZones: ['eu-west-1a', 'us-east-1b'] } }).message).toContain(
+      'stages.test.network.availabilityZones: not in eu-west-1: us-east-1b',
+    );
+    const s = synthesize({ bundle: false, overrides: { ...stage, network: { availabilityZones: ['eu-west-1a', 'eu-west-1c'] } } });
+    expect(s.app.synth().manifest.missing ?? []).toEqual([]);
+    const zones = Object.values(s.stateful.findResources('AWS::EC2::Subnet')).map((subnet) => subnet.Properties.AvailabilityZone);
+    expect(zones).toEqual(['eu-west-1a', 'eu-west-1c']);
+  });
+
+  it('refuses an existing cluster the relay could not reach from a VPC the stack creates, unless the stage names brokers it reaches', () => {
+    const stage = { msk: { clusterArn: CLUSTER_ARN } };
+    expect(configError(stage).message).toContain(
+      "stages.test.network: the outbox relay produces to msk.clusterArn from the stage's subnets, and a VPC this stack creates has no route to it",
+    );
+    expect(() => parseStageConfig('test', { ...stage, relay: { bootstrapBrokers: BROKERS } }, CONSUMERS)).not.toThrow();
+    // No consumer emits: no relay, nothing produces to the cluster.
+    expect(() => parseStageConfig('test', { ...stage, consumers: { 'case-sla': { enabled: false } } }, CONSUMERS)).not.toThrow();
+    expect(configError({ msk: { createDevCluster: true, securityGroupId: 'sg-0123456789abcdef0' } }).message).toContain(
+      "stages.test.msk: securityGroupId is the existing cluster's (msk.clusterArn)",
+    );
+  });
+
+  it('reserves no concurrency by default, and checks a reservation against the declared account quota', () => {
+    const reserving = { ...EXISTING_CLUSTER, consumerDefaults: { workerMaxConcurrency: 4, workerReservedConcurrency: true } };
+    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).consumers.map(reservedConcurrencyOf)).toEqual([undefined, undefined, undefined]);
+    expect(configError(reserving).message).toContain(
+      'stages.test.quotas.lambdaConcurrentExecutions: required when workers reserve concurrency (case-projection 5, case-sla 5, notification-service 5)',
+    );
+    expect(configError({ ...reserving, quotas: { lambdaConcurrentExecutions: 50 } }).message).toContain(
+      'stages.test.quotas.lambdaConcurrentExecutions: the workers reserve 15 (case-projection 5, case-sla 5, notification-service 5) and Lambda keeps 100 unreserved: the account needs a quota of at least 115, it has 50. Set workerReservedConcurrency to false (or lower it) for some consumers',
+    );
+    // Just enough; and a consumer that opts out leaves room.
+    expect(() => parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 115 } }, CONSUMERS)).not.toThrow();
+    expect(() =>
+      parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 110 }, consumers: { 'case-sla': { workerReservedConcurrency: false } } }, CONSUMERS),
+    ).not.toThrow();
+
+    const s = synthesize({ bundle: false, overrides: { consumerDefaults: { workerReservedConcurrency: true }, quotas: { lambdaConcurrentExecutions: 1000 } } });
+    const workers = Object.values(s.stateless.findResources('AWS::Lambda::Function')).filter((f) => String(f.Properties.Description).startsWith('Kafka inbox worker'));
+    expect(workers.map((w) => w.Properties.ReservedConcurrentExecutions)).toEqual(s.config.consumers.map((c) => c.workerMaxConcurrency + 1));
+  });
+
+  it('keeps a poller group within Lambda\'s limits', () => {
+    const topics = Array.from({ length: 11 }, (_, i) => `regulatory.case.events.v${i + 1}`);
+    const message = configError({
+      ...EXISTING_CLUSTER,
+      consumerDefaults: { pollerGroupName: 'shared', maxPollers: 200 },
+      consumers: { 'case-sla': { topics } },
+    }).message;
+    expect(message).toContain('stages.test: poller group "shared" adds up to 2600 maxPollers; Lambda allows 2000 per group');
+    expect(configError({ ...EXISTING_CLUSTER, consumerDefaults: { pollerGroupName: 'a b' } }).message).toContain(
+      'stages.test.consumerDefaults.pollerGroupName: must be 1-128 characters of [A-Za-z0-9_-]',
+    );
   });
 });
