@@ -44,7 +44,8 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
       expect(mapping, `${consumer} ← ${topic}`).toBeDefined();
       const p = mapping!.Properties!;
       expect(p.FunctionResponseTypes).toEqual(['ReportBatchItemFailures']);
-      expect(p.ProvisionedPollerConfig).toEqual({ MinimumPollers: 1, MaximumPollers: 2 });
+      // The dev stage's mappings share one poller group instead of a minimum of pollers each.
+      expect(p.ProvisionedPollerConfig).toEqual({ MinimumPollers: 1, MaximumPollers: 2, PollerGroupName: 'kafka-inbox-dev' });
       expect(p.MaximumRetryAttempts).toBeGreaterThanOrEqual(0);
       expect(p.MaximumRetryAttempts).toBeLessThan(10_001);
       expect(p.MaximumRecordAgeInSeconds).toBeGreaterThanOrEqual(60);
