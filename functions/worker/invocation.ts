@@ -17,8 +17,8 @@
  *                       budget spent with work due: turn the slot into an invitation and
  *                       invoke a successor; failed: free it
  *
- * The slots bound the workers of a consumer (migration 0060); the worker function's
- * reserved concurrency bounds them once more in AWS (cdk/constructs/consumer-worker.ts).
+ * The slots bound the workers of a consumer (migration 0060); where a stage reserves
+ * concurrency for the worker function, Lambda bounds them once more (cdk/constructs/consumer-worker.ts).
  * The pause (migration 0100) is checked here once, and again by every statement that takes
  * work or starts a worker (the claim, the fan-out's reservations, the hand-over), so a
  * pause that lands while a worker drains stops it at its next claim.
