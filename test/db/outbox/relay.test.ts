@@ -212,23 +212,24 @@ describe('relays that die, and relays that race', () => {
     const specs = Array.from({ length: 120 }, (_, i) => ({ aggregateId: `R${i % 30}` }));
     const rows = await insertOutboxRows(sql, specs);
     const producer = new CountingProducer({ delayMs: 5 });
-    // A relay sends one stretch at a time, each after the previous was acknowledged: two sends
-    // pending at once are two relays'. Until that happens every send waits, so the first relay
-    // cannot drain everything before the second has connected and claimed lanes of its own.
-    let pending = 0;
+    // A relay publishes its claimed lanes side by side, so the gate counts relays, not sends:
+    // every send waits until both relays have one pending, so the first relay cannot drain
+    // everything before the second has connected and claimed lanes of its own.
+    const sending = new Set<string>();
     let bothSending!: () => void;
     const gate = new Promise<void>((resolve) => (bothSending = resolve));
-    const racing = {
+    const racing = (name: string) => ({
       async publish(topic: string, messages: Parameters<CountingProducer['publish']>[1]) {
-        if (++pending === 2) bothSending();
+        sending.add(name);
+        if (sending.size === 2) bothSending();
         await gate;
         await producer.publish(topic, messages);
       },
-    };
+    });
     const config = relayConfig({ batchSize: 8, runLength: 2 });
     const other = db.client({ max: 4 });
 
-    const [a, b] = await Promise.all([relay(sql, racing, { config }), relay(other, racing, { config })]);
+    const [a, b] = await Promise.all([relay(sql, racing('a'), { config }), relay(other, racing('b'), { config })]);
 
     expect(a.published + b.published).toBe(120);
     expect(a.published).toBeGreaterThan(0);
