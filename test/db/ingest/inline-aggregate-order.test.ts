@@ -1,5 +1,6 @@
 /**
- * Review: inline processing must keep DESIGN.md §6.4 like the worker does. A new row is
+ * Inline processing keeps per-aggregate order (docs/design.md §3, guarantee 4) as the
+ * worker does. A new row is
  * processed in the ingest transaction only when nothing else of its aggregate is waiting
  * or in flight; otherwise it is stored RECEIVED and the worker's claim serializes it.
  */
@@ -27,7 +28,7 @@ beforeEach(async () => {
   await sql`truncate public.inline_applied`;
 });
 
-const NAME = 'review-inline';
+const NAME = 'inline-order';
 
 /** notification-service's dialect and mode; records the order it ran in; fails events asked to. */
 const recording: ConsumerDeclaration = {

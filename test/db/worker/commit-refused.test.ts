@@ -1,6 +1,6 @@
 /**
- * Review: a batch whose COMMIT is refused for its data (a deferred constraint) cannot say
- * which row was at fault. The innocent rows of the batch must not be quarantined with it.
+ * A batch whose COMMIT is refused for its data (a deferred constraint) cannot say which
+ * row was at fault: the innocent rows of the batch are not quarantined with it.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';

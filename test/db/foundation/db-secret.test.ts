@@ -1,8 +1,8 @@
 /**
- * Review: the database secret is read into the client and never into an error message.
- * A secret that is not the expected JSON (a plaintext password, a truncated value) used to
- * surface JSON.parse's message, which quotes the text it could not parse: the credential
- * then went to the ingest handler's log line and to the Lambda's error output.
+ * The database secret is read into the client and never into an error message. A secret
+ * that is not the expected JSON (a plaintext password, a truncated value) must not surface
+ * JSON.parse's message, which quotes the text it could not parse: the credential would go
+ * to the handler's log line and to the Lambda's error output.
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../functions/lib/config';
@@ -11,7 +11,7 @@ import { useTestDatabase } from '../../helpers/db';
 
 const db = await useTestDatabase();
 
-const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:review-db';
+const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:inbox-db';
 const config = {
   secretArn: SECRET_ARN,
   ssl: 'disable' as const,
