@@ -6,14 +6,14 @@
  * database role and IAM authentication, or (the migration function) the master secret.
  */
 import { fileURLToPath } from 'node:url';
-import { Duration, RemovalPolicy } from 'aws-cdk-lib';
+import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
-import { Construct } from 'constructs';
+import { type Construct } from 'constructs';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
 import { acknowledge } from './nag';

@@ -5,13 +5,13 @@
  * never puts the database at risk. The other stacks of the stage read what they need of it
  * from SSM parameters (stage-references.ts), never from exports.
  */
-import { CfnResource, Duration, Fn, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import { type CfnResource, Duration, Fn, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import * as msk from 'aws-cdk-lib/aws-msk';
 import * as rds from 'aws-cdk-lib/aws-rds';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import * as sam from 'aws-cdk-lib/aws-sam';
+import type * as sam from 'aws-cdk-lib/aws-sam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { RUNTIME_ROLES } from '../../functions/lib/database-roles';

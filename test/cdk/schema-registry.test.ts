@@ -8,7 +8,7 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { CLUSTER_ARN, EXISTING_CLUSTER, CDK_JSON, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import { EXISTING_CLUSTER, CDK_JSON, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 type Resources = Record<string, { Type: string; Properties: Record<string, any> }>;
 type Statement = { Action: string | string[]; Resource: unknown; Condition?: unknown };

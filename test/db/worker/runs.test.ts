@@ -152,7 +152,7 @@ describe('runs', () => {
   });
 
   it('a quarantine mid-run: the rows after it go back untouched and are applied by the next claim', async () => {
-    const [a, b, c] = await insertInboxRows(sql, [note('agg_q', 30), note('agg_q', 20, { fail: 'permanent' }), note('agg_q', 10)]);
+    const [a, , c] = await insertInboxRows(sql, [note('agg_q', 30), note('agg_q', 20, { fail: 'permanent' }), note('agg_q', 10)]);
 
     const result = await work(asWorker, withNotes);
 
