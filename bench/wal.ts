@@ -7,8 +7,10 @@
  *   ours   ingest   the ingest handler, 500-record MSK batches (case-projection accepted)
  *          process  one worker (runWorker) drains them: claim, the projection upsert,
  *                   completion
- *          purge    the reaper's payload purge, once the payload retention has passed
- *          delete   the reaper's delete, once the dedupe window has passed
+ *          leave    the reaper moves finished rows out of the inbox once the payload
+ *                   retention has passed: the row deleted, its key inserted into
+ *                   integration.consumed_events
+ *          forget   the reaper deletes the keys once the dedupe window has passed
  *   peer   add      addJobs in 500s (no-op task, the payload as the job's payload)
  *          run      its batched worker (local queue 500, concurrency 10); it deletes a
  *                   job when it completes
@@ -19,8 +21,10 @@
  * to compare. The embedded server runs with full_page_writes on (production's setting)
  * and autovacuum off, so that nothing but the phase writes while it is measured.
  *
- * Retention: the reaper's statements run with a policy whose windows have passed (0 days)
- * instead of waiting a week: the same SQL over the same rows.
+ * Retention: the reaper's statements run with a policy whose payload retention has passed
+ * (0 days) instead of waiting a week, the same SQL over the same rows. The keys' window
+ * ends before `forget` by moving their dedupe_until, then VACUUM, both before the phase's
+ * CHECKPOINT and unmeasured: a month-old key has long been vacuumed.
  */
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -31,7 +35,7 @@ import { getConsumer } from '../functions/consumers';
 import type { RetentionPolicy } from '../functions/consumers/types';
 import { createIngestHandler } from '../functions/ingest/ingest';
 import type { KafkaEvent } from '../functions/ingest/types';
-import { deleteFinished, purgePayloads } from '../functions/inbox/purge';
+import { deleteExpiredKeys, retireFinished } from '../functions/inbox/purge';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { newOwnerId, runWorker } from '../functions/worker/run-worker';
@@ -140,18 +144,24 @@ try {
       if (n < REAPER_BATCH) return total;
     }
   };
-  const purgeDue: RetentionPolicy = { ...consumer.retention, payloadRetentionDays: 0 };
-  const deleteDue: RetentionPolicy = { ...consumer.retention, payloadRetentionDays: 0, dedupeWindowDays: 0 };
-  ours.purge = (
+  const leaveDue: RetentionPolicy = { ...consumer.retention, payloadRetentionDays: 0 };
+  ours.leave = (
     await meter.measure(async () => {
-      const n = await drain(() => purgePayloads(sql, consumer.name, purgeDue, REAPER_BATCH));
-      if (n !== EVENTS) throw new Error(`purged ${n} of ${EVENTS}`);
+      let kept = 0;
+      const n = await drain(async () => {
+        const r = await retireFinished(sql, consumer.name, leaveDue, REAPER_BATCH);
+        kept += r.kept;
+        return r.left;
+      });
+      if (n !== EVENTS || kept !== EVENTS) throw new Error(`${n} of ${EVENTS} left, ${kept} keys kept`);
     })
   ).wal;
-  ours.delete = (
+  await sql`update integration.consumed_events set dedupe_until = now() - interval '1 second'`;
+  await sql`vacuum integration.consumed_events`;
+  ours.forget = (
     await meter.measure(async () => {
-      const n = await drain(() => deleteFinished(sql, consumer.name, deleteDue, REAPER_BATCH));
-      if (n !== EVENTS) throw new Error(`deleted ${n} of ${EVENTS}`);
+      const n = await drain(() => deleteExpiredKeys(sql, consumer.name, REAPER_BATCH));
+      if (n !== EVENTS) throw new Error(`forgot ${n} of ${EVENTS} keys`);
     })
   ).wal;
 

@@ -1,6 +1,7 @@
 /**
  * Insert a batch of decoded records into the inbox with ONE statement:
- * `INSERT … SELECT … FROM json_to_recordset(…) ON CONFLICT (consumer_name, event_id) DO NOTHING`.
+ * `INSERT … SELECT … FROM json_to_recordset(…) WHERE NOT EXISTS (kept key)
+ *  ON CONFLICT (consumer_name, event_id) DO NOTHING`.
  *
  * - The whole batch travels as two text parameters, zipped row by row with ROWS FROM: the
  *   columns as one JSON array (json_to_recordset), and the records' own JSON texts joined
@@ -16,6 +17,12 @@
  * - Rows go in ordered by event_id. Two invocations inserting overlapping batches (the ESM
  *   redelivering while a slow invocation is still running) then take their unique-index
  *   locks in the same order, so they wait for each other instead of deadlocking.
+ * - An event is a duplicate while its key is in either table: the inbox's unique key while
+ *   the row is there, integration.consumed_events once the row has left at its payload
+ *   retention (until the dedupe window ends; docs/reaper.md). The anti-join is one primary
+ *   key probe per record. A key moved there while this statement runs is caught by the
+ *   table's trigger (migration 0110), which refuses the statement as a serialization
+ *   failure: a transient error, so the batch is redelivered and meets the key.
  * - RETURNING covers only the rows this statement inserted: the duplicates are the rest.
  * - Queued rows mark their aggregates' lanes in the same statement: the table's trigger
  *   does it for every insert (migration 0050), so a row is never queued without the lane
@@ -155,6 +162,9 @@ function insertStatement(q: Queryable, consumerName: string, rows: readonly Inbo
       event_id, event_type, event_version, aggregate_type, aggregate_id, aggregate_version, partition_key,
       record_key, record_key_encoding, tenant_id, topic_name, partition_no, offset_no, correlation_id,
       causation_id, producer, occurred_at, headers, envelope)
+    where not exists (
+      select 1 from integration.consumed_events c
+      where c.consumer_name = ${consumerName}::text and c.event_id = r.event_id)
     order by r.event_id collate "C"
     on conflict (consumer_name, event_id) do nothing`;
 }

@@ -6,8 +6,9 @@
  *   1. release expired leases (a crashed worker's rows come back without an operator);
  *      then repair lanes a writer left inconsistent (rarely any);
  *   2. read the backlog gauges (one cheap statement; alarms depend on them every minute);
- *   3. retention: delete rows past the dedupe window (first, so that no payload is dropped
- *      from a row about to be deleted), drop old payloads, delete old poison.
+ *   3. retention: finished rows past the payload retention leave the inbox (their key
+ *      kept until the dedupe window ends), keys past the window are forgotten, old poison
+ *      is deleted.
  * Steps 1 and 3 run in bounded batches, one batch per consumer in turn, so one consumer's
  * huge backlog cannot starve another's, and no batch starts once the invocation is within
  * REAPER_SAFETY_MARGIN_MS of its deadline: what is left waits for the next minute's run.
@@ -21,7 +22,7 @@ import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
 import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../consumers/types';
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
-import { deleteFinished, deletePoison, purgePayloads } from '../inbox/purge';
+import { deleteExpiredKeys, deletePoison, retireFinished } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';
 import { releaseStaleHolds, wakeStrandedLanes } from '../inbox/lanes';
 import { releaseExpired } from '../inbox/release-expired';
@@ -51,8 +52,9 @@ export interface ConsumerReport {
   released: number;
   /** Expired leases whose attempt was the last: QUARANTINED MAX_ATTEMPTS_EXCEEDED. */
   quarantined: number;
+  /** Finished rows that left the inbox at their payload retention. */
   payloadsPurged: number;
-  /** Finished rows deleted after the dedupe window. */
+  /** Dedupe keys forgotten: deleted at the end of their window, or never kept (a row that left after it). */
   rowsDeleted: number;
   poisonDeleted: number;
   /** Null when the run had no time left to read them. */
@@ -62,9 +64,9 @@ export interface ConsumerReport {
 export interface ReaperResult {
   released: number;
   quarantined: number;
-  /** Rows deleted by retention (inbox rows past the dedupe window and old poison rows). */
+  /** Dedupe keys forgotten (past the dedupe window) and old poison rows deleted. */
   purged: number;
-  /** Finished rows whose payload was dropped. */
+  /** Finished rows that left the inbox (payload gone, key kept until the window ends). */
   payloadsPurged: number;
   /** False when the deadline stopped the run with work left over. */
   complete: boolean;
@@ -197,13 +199,14 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
       const policy = policies[i]!;
       return [
         async () => {
-          const n = await deleteFinished(sql, consumer.name, policy, batchSize);
-          report.rowsDeleted += n;
-          return n;
+          const n = await retireFinished(sql, consumer.name, policy, batchSize);
+          report.payloadsPurged += n.left;
+          report.rowsDeleted += n.left - n.kept;
+          return n.left;
         },
         async () => {
-          const n = await purgePayloads(sql, consumer.name, policy, batchSize);
-          report.payloadsPurged += n;
+          const n = await deleteExpiredKeys(sql, consumer.name, batchSize);
+          report.rowsDeleted += n;
           return n;
         },
         async () => {

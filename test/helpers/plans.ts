@@ -99,7 +99,7 @@ export async function analyzedPlans(
   return plans;
 }
 
-const TABLES = ['consumer_inbox', 'consumer_raw_poison'];
+const TABLES = ['consumer_inbox', 'consumer_raw_poison', 'consumed_events'];
 
 /** Every statement `act` sends reads the inbox and poison tables through indexes, these among them. */
 export async function expectIndexOnly(
@@ -124,7 +124,8 @@ export async function expectIndexOnly(
  * A steady state in miniature, for plan checks: 50,000 finished rows over the last 29 days,
  * those past the 7-day payload retention already purged by earlier runs; a little new work
  * for each reaper step (rows just past the payload retention, rows just past the dedupe
- * window); 100 due, 5 in flight, 5 quarantined, 2,000 poison rows. Analyzed, as autovacuum
+ * window); 100 due, 5 in flight, 5 quarantined, 2,000 poison rows; 40,100 keys of rows that
+ * left the inbox (integration.consumed_events). Analyzed, as autovacuum
  * would have done by then.
  */
 export async function arrangeHistory(db: Sql): Promise<void> {
@@ -146,6 +147,18 @@ export async function arrangeHistory(db: Sql): Promise<void> {
   await db`
     update integration.consumer_inbox set payload_purged_at = processed_at + interval '7 days'
     where processed_at < now() - interval '30 days'`;
+  // Keys of rows that already left the inbox: 40,000 over the 23 days between the payload
+  // retention and the end of the window, and 100 whose window has just ended.
+  await db`
+    insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name,
+      partition_no, offset_no, received_at, processed_at, dedupe_until)
+    select 'case-projection', 'evt_left_' || g, gen_random_uuid(), 'regulatory.case.accepted.v1', 'PROCESSED',
+           'regulatory.case.events.v1', 0, g, k.processed_at, k.processed_at, k.processed_at + interval '30 days'
+    from generate_series(1, 40100) g
+    cross join lateral (
+      select case when g <= 40000 then now() - interval '7 days' - make_interval(secs => g * 49)
+                  else now() - interval '30 days 10 minutes' end as processed_at
+    ) k`;
   await db`
     insert into integration.consumer_raw_poison (consumer_name, topic_name, partition_no, offset_no, error_message, created_at)
     select 'case-projection', 'regulatory.case.events.v1', 1, g, 'not json', now() - make_interval(secs => g * 1000)
@@ -157,4 +170,5 @@ export async function arrangeHistory(db: Sql): Promise<void> {
   ]);
   await db`analyze integration.consumer_inbox`;
   await db`analyze integration.consumer_raw_poison`;
+  await db`analyze integration.consumed_events`;
 }

@@ -5,7 +5,7 @@
  */
 import { beforeAll, describe, it } from 'vitest';
 import { readGauges } from '../../../functions/inbox/gauges';
-import { deleteFinished, deletePoison, purgePayloads } from '../../../functions/inbox/purge';
+import { deleteExpiredKeys, deletePoison, retireFinished } from '../../../functions/inbox/purge';
 import { releaseExpired } from '../../../functions/inbox/release-expired';
 import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
 import { useTestDatabase } from '../../helpers/db';
@@ -28,15 +28,15 @@ describe('reaper: query plans with a large history', () => {
     await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_in_flight_lane_idx'], DatabaseRoles.reaper);
   });
 
-  it('retention: from the finished-row partial index and the poison index', async () => {
+  it('retention: from the finished-row partial index, the keys\' window index and the poison index', async () => {
     await expectIndexOnly(
       db,
       async (sql) => {
-        await deleteFinished(sql, 'case-projection', DEFAULT_RETENTION, 1000);
-        await purgePayloads(sql, 'case-projection', DEFAULT_RETENTION, 1000);
+        await retireFinished(sql, 'case-projection', DEFAULT_RETENTION, 1000);
+        await deleteExpiredKeys(sql, 'case-projection', 1000);
         await deletePoison(sql, 'case-projection', DEFAULT_RETENTION, 1000);
       },
-      ['consumer_inbox_finished_idx', 'consumer_raw_poison_created_idx'],
+      ['consumer_inbox_finished_idx', 'consumed_events_dedupe_until_idx', 'consumer_raw_poison_created_idx'],
       DatabaseRoles.reaper,
     );
   });

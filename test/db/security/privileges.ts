@@ -74,6 +74,15 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
     [reaper]: { select: true, insert: true, update: ['due_at', 'held_by', 'updated_at'] },
     [ops]: { select: true },
   },
+  // Keys of rows that left the inbox (migration 0110). Ingest reads only the key, as of the
+  // inbox; the reaper moves keys in and forgets them (UPDATE of one column for
+  // deleteExpiredKeys' FOR UPDATE SKIP LOCKED); ops reads them for event and stats.
+  'integration.consumed_events': {
+    [ingest]: { select: ['consumer_name', 'event_id'] },
+    [ingestInline]: { select: ['consumer_name', 'event_id'] },
+    [reaper]: { select: true, insert: true, delete: true, update: ['dedupe_until'] },
+    [ops]: { select: true },
+  },
   // Who is awake per consumer (migration 0060): ingest's wake-up gate reserves slot 1,
   // workers take, renew, leave and reserve slots.
   'integration.consumer_worker_slot': {
@@ -157,6 +166,8 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.consumer_inbox_lane_of_queued_row()': [],
   'integration.consumer_inbox_lane_hold_ends()': [],
   'integration.consumer_inbox_truncate_lanes()': [],
+  // consumer_inbox's check of inserted keys against the keys that left (0110), likewise.
+  'integration.consumer_inbox_keys_not_consumed()': [],
   // The outbox's lane trigger (0081), likewise.
   'integration.outbox_mark_lanes()': [],
 };
