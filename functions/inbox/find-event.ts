@@ -1,7 +1,7 @@
 /**
  * One event's story, for `ops event`: seed 000's findByConsumerAndEventId (or the rows
  * stored from one Kafka offset), with where the row stands in its aggregate and the
- * poison rows of the same record.
+ * poison rows of the same record; once the row has left the inbox, what its kept key says.
  *
  * Both lookups stay index probes on a table holding a month of history: by event id
  * through the unique key (consumer_name, event_id), once per consumer asked about — the
@@ -13,12 +13,51 @@
 import type { Queryable } from '../lib/db';
 import type { InboxRow, InboxStatus } from './types';
 
-/** The inbox id of a consumer's event, if the inbox holds it. */
+/**
+ * The inbox id of a consumer's event, if the inbox holds it or held it and its key is kept
+ * (integration.consumed_events keeps the id the row had).
+ */
 export async function inboxIdOf(q: Queryable, consumerName: string, eventId: string): Promise<string | undefined> {
   const [row] = await q<{ inbox_id: string }[]>`
     select inbox_id from integration.consumer_inbox
-    where consumer_name = ${consumerName} and event_id = ${eventId}`;
+    where consumer_name = ${consumerName} and event_id = ${eventId}
+    union all
+    select inbox_id from integration.consumed_events
+    where consumer_name = ${consumerName} and event_id = ${eventId}
+    limit 1`;
   return row?.inbox_id;
+}
+
+/** What is kept of a row that left the inbox at its payload retention (migration 0110). */
+export interface ConsumedEventRow {
+  consumer_name: string;
+  event_id: string;
+  inbox_id: string;
+  event_type: string;
+  status: 'PROCESSED' | 'IGNORED';
+  topic_name: string;
+  partition_no: number;
+  offset_no: number;
+  received_at: Date;
+  processed_at: Date;
+  quarantined_at: Date | null;
+  error_code: string | null;
+  /** Until then a redelivery of the event is a duplicate. */
+  dedupe_until: Date;
+}
+
+/**
+ * The kept keys of a consumer's event, by event id: one primary-key probe per consumer
+ * asked about. By offset the table has no index (each key would carry one more entry for
+ * an operator's rare question), so rows that left are found by event id only.
+ */
+export async function findConsumedEvents(q: Queryable, consumerNames: readonly string[], eventId: string): Promise<ConsumedEventRow[]> {
+  return q<ConsumedEventRow[]>`
+    select consumer_name, event_id, inbox_id, event_type, status, topic_name, partition_no, offset_no,
+           received_at, processed_at, quarantined_at, error_code, dedupe_until
+    from integration.consumed_events
+    where consumer_name = any(${consumerNames as string[]}::text[]) and event_id = ${eventId}
+    order by consumer_name`;
 }
 
 export type EventLookup =

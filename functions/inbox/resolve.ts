@@ -1,8 +1,9 @@
 /**
  * Operator resolve: QUARANTINED → IGNORED without running the handler, audited. For an
  * event that must not be applied (a producer's mistake, a duplicate under another id, a
- * gap the business accepts): the row is finished like any IGNORED row, so retention
- * purges and deletes it in time, and its dedupe key keeps a redelivery from coming back.
+ * gap the business accepts): the row is finished like any IGNORED row, so it leaves the
+ * inbox at its payload retention, and its dedupe key keeps a redelivery from coming back
+ * until the dedupe window ends.
  *
  * The row keeps quarantined_at (when it was quarantined) and says in error_detail what it
  * was quarantined for, who resolved it and why; error_code OPERATOR_RESOLVED marks it.

@@ -81,8 +81,16 @@ export interface ReceivedCount {
  * and every path to QUARANTINED sets quarantined_at (complete.ts, release-expired.ts).
  *
  * By consumer name (the indexes lead with it): the caller passes the consumers to count.
+ *
+ * Rows that left the inbox at their payload retention are counted from their kept keys
+ * (integration.consumed_events), through the keys' window index: processed_at >= from
+ * implies dedupe_until >= from. No row received in a window shorter than `leftAfterDays`
+ * (the smallest payload retention of the consumers counted) has left, so such a window
+ * leaves that arm out of the statement: the usual last-hour view never reads the keys.
+ * A window given as an instant keeps the arm behind a one-time filter, the clock being
+ * the database's.
  */
-export async function receivedSince(q: Queryable, consumerNames: readonly string[], since: Since) {
+export async function receivedSince(q: Queryable, consumerNames: readonly string[], since: Since, leftAfterDays: number) {
   const names = q`consumer_name = any(${consumerNames as string[]}::text[])`;
   const from = sinceBound(q, since);
   const [counts, [window]] = await Promise.all([
@@ -103,6 +111,14 @@ export async function receivedSince(q: Queryable, consumerNames: readonly string
         union all
         select consumer_name, event_type from integration.consumer_inbox
         where ${names} and status = 'QUARANTINED' and quarantined_at >= ${from} and received_at >= ${from}
+        ${
+          'seconds' in since && since.seconds <= leftAfterDays * 86_400
+            ? q``
+            : q`union all
+        select consumer_name, event_type from integration.consumed_events
+        where ${names} and ${from} < now() - make_interval(days => ${leftAfterDays})
+          and dedupe_until >= ${from} and processed_at >= ${from} and received_at >= ${from}`
+        }
       )
       select consumer_name, event_type, count(*)::int as received
       from recent

@@ -5,7 +5,14 @@
  * topic, each with its own row). No payload unless asked for.
  */
 import { z } from 'zod';
-import { findEventPoison, findEventRows, type EventPoisonRow, type EventRow } from '../../inbox/find-event';
+import {
+  findConsumedEvents,
+  findEventPoison,
+  findEventRows,
+  type ConsumedEventRow,
+  type EventPoisonRow,
+  type EventRow,
+} from '../../inbox/find-event';
 import { listPauses, type PauseRow } from '../../inbox/consumer-pause';
 import { actionsOnInboxRows, type ActionOnRows } from '../../inbox/operator-audit';
 import { caller, flag, text } from '../args';
@@ -67,6 +74,62 @@ export interface EventStory {
   headers?: unknown;
 }
 
+const ACTION_WORDS: Record<string, string> = { replay: 'replayed', resolve: 'resolved', reingest: 're-ingested from poison' };
+
+/**
+ * An event whose row left the inbox at its payload retention: what its kept key says
+ * (integration.consumed_events). Payload, attempts and aggregate are gone with the row.
+ */
+export interface LeftEventStory {
+  consumer: string;
+  inboxId: string;
+  eventId: string;
+  eventType: string;
+  status: ConsumedEventRow['status'];
+  kafka: { topic: string; partition: number; offset: number };
+  times: { receivedAt: Date; processedAt: Date; quarantinedAt: Date | null };
+  errorCode: string | null;
+  /** A redelivery is a duplicate until then. */
+  dedupeUntil: Date;
+  actions: Omit<ActionOnRows, 'touched'>[];
+  poisonIds: string[];
+  timeline: TimelineEntry[];
+}
+
+function leftStoryOf(key: ConsumedEventRow, allActions: readonly ActionOnRows[], allPoison: readonly EventPoisonRow[]): LeftEventStory {
+  const actions = allActions.filter((a) => a.touched.includes(key.inbox_id));
+  const poison = allPoison.filter(
+    (p) =>
+      p.resolved_inbox_id === key.inbox_id ||
+      (p.consumer_name === key.consumer_name && p.topic_name === key.topic_name && p.partition_no === key.partition_no && p.offset_no === key.offset_no),
+  );
+  const timeline: (TimelineEntry | null)[] = [
+    ...poison.map((p) => ({ at: p.created_at, what: `poisoned: ${p.error_code ?? '?'} (poison ${p.poison_id})` })),
+    { at: key.received_at, what: `received by ${key.consumer_name}` },
+    key.quarantined_at !== null ? { at: key.quarantined_at, what: 'quarantined' } : null,
+    ...actions.map((a) => ({
+      at: a.created_at,
+      what: `${ACTION_WORDS[a.action] ?? a.action} by ${a.actor ?? '?'}${a.reason !== null ? `: ${a.reason}` : ''} (audit ${a.audit_id})`,
+    })),
+    { at: key.processed_at, what: key.status === 'IGNORED' ? 'ignored' : 'processed' },
+    { at: key.dedupe_until, what: 'dedupe window ends: a redelivery is new after this' },
+  ];
+  return {
+    consumer: key.consumer_name,
+    inboxId: key.inbox_id,
+    eventId: key.event_id,
+    eventType: key.event_type,
+    status: key.status,
+    kafka: { topic: key.topic_name, partition: key.partition_no, offset: key.offset_no },
+    times: { receivedAt: key.received_at, processedAt: key.processed_at, quarantinedAt: key.quarantined_at },
+    errorCode: key.error_code,
+    dedupeUntil: key.dedupe_until,
+    actions: actions.map(({ touched: _, ...a }) => a),
+    poisonIds: poison.map((p) => p.poison_id),
+    timeline: timeline.filter((e): e is TimelineEntry => e !== null).sort((a, b) => a.at.getTime() - b.at.getTime()),
+  };
+}
+
 /** A poison row is part of a row's story when it became that row, or was stored for the same consumer and offset. */
 function belongsTo(p: EventPoisonRow, row: EventRow): boolean {
   return (
@@ -75,7 +138,6 @@ function belongsTo(p: EventPoisonRow, row: EventRow): boolean {
   );
 }
 
-const ACTION_WORDS: Record<string, string> = { replay: 'replayed', resolve: 'resolved', reingest: 're-ingested from poison' };
 
 function timelineOf(row: EventRow, actions: readonly ActionOnRows[], poison: readonly EventPoisonRow[]): TimelineEntry[] {
   const entries: (TimelineEntry | null)[] = [
@@ -189,24 +251,32 @@ export const event = defineCommand({
       args.eventId !== undefined
         ? { consumerNames, eventId: args.eventId }
         : { consumerNames, topic: args.topic!, partition: args.partition!, offset: args.offset! };
-    const rows = await findEventRows(deps.sql, lookup, args.includePayload);
+    const [rows, left] = await Promise.all([
+      findEventRows(deps.sql, lookup, args.includePayload),
+      args.eventId !== undefined ? findConsumedEvents(deps.sql, consumerNames, args.eventId) : Promise.resolve([]),
+    ]);
     const positions =
       'eventId' in lookup
-        ? rows.map((r) => ({ consumerName: r.consumer_name, topic: r.topic_name, partition: r.partition_no, offset: r.offset_no }))
+        ? [...rows, ...left].map((r) => ({ consumerName: r.consumer_name, topic: r.topic_name, partition: r.partition_no, offset: r.offset_no }))
         : consumerNames.map((consumerName) => ({ consumerName, topic: lookup.topic, partition: lookup.partition, offset: lookup.offset }));
-    const ids = rows.map((r) => r.inbox_id);
+    const ids = [...rows, ...left].map((r) => r.inbox_id);
     const [poison, actions, pauses] = await Promise.all([
       findEventPoison(deps.sql, positions, ids),
       actionsOnInboxRows(deps.sql, ids),
       listPauses(deps.sql, [...new Set(rows.map((r) => r.consumer_name))]),
     ]);
-    if (rows.length === 0 && poison.length === 0) {
-      const what = 'eventId' in lookup ? `event ${lookup.eventId}` : `${lookup.topic}/${lookup.partition}@${lookup.offset}`;
-      throw new OpsError(OpsErrorCodes.NOT_FOUND, `no inbox row and no poison row for ${what} (consumers: ${consumerNames.join(', ')})`);
+    if (rows.length === 0 && left.length === 0 && poison.length === 0) {
+      const what =
+        'eventId' in lookup
+          ? `event ${lookup.eventId}: no inbox row, no kept key (its dedupe window may have ended) and no poison row`
+          : `${lookup.topic}/${lookup.partition}@${lookup.offset}: no inbox row and no poison row (a row that left the inbox at its payload retention is found by --event-id)`;
+      throw new OpsError(OpsErrorCodes.NOT_FOUND, `${what} (consumers: ${consumerNames.join(', ')})`);
     }
     return {
       lookup: { ...lookup, consumerNames },
       events: rows.map((r) => storyOf(r, actions, poison, pauses)),
+      /** Events whose row left the inbox at its payload retention, their key still kept. */
+      left: left.map((k) => leftStoryOf(k, actions, poison)),
       poison,
     };
   },
@@ -241,7 +311,25 @@ export const event = defineCommand({
         ...('payload' in e ? ['payload:', cell(e.payload), 'headers:', cell(e.headers)] : []),
       ].join('\n'),
     );
-    const unclaimed = r.poison.filter((p) => !r.events.some((e) => e.poisonIds.includes(p.poison_id)));
+    for (const e of r.left) {
+      sections.push(
+        [
+          `== ${e.consumer}: ${e.eventType} event ${e.eventId} (left the inbox at its payload retention; payload gone)`,
+          fields([
+            ['inbox id', e.inboxId],
+            ['status', e.status],
+            ['kafka', `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}`],
+            ['error code', e.errorCode],
+            ['key kept until', e.dedupeUntil],
+          ]),
+          'timeline:',
+          table(e.timeline, [['at', get('at')], ['what', get('what')]]),
+        ].join('\n'),
+      );
+    }
+    const unclaimed = r.poison.filter(
+      (p) => !r.events.some((e) => e.poisonIds.includes(p.poison_id)) && !r.left.some((e) => e.poisonIds.includes(p.poison_id)),
+    );
     if (unclaimed.length > 0) {
       sections.push(
         `== poison rows at ${unclaimed[0]!.topic_name}/${unclaimed[0]!.partition_no}@${unclaimed[0]!.offset_no} (\`poison show <id>\` for the raw value)\n` +

@@ -1,6 +1,8 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
 import { listPauses } from '../../inbox/consumer-pause';
+import type { ConsumerDeclaration } from '../../consumers/types';
+import { effectivePayloadRetentionDays } from '../../inbox/purge';
 import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';
 import { caller, since, text } from '../args';
@@ -41,6 +43,11 @@ function pausedLines(consumers: readonly ConsumerStats[]): string {
 /** How many held aggregates `stats` lists (the gauges count them all). */
 const HELD_LISTED = 20;
 
+/** The smallest payload retention of the consumers counted: no row received since then has left the inbox. */
+function leftAfterDays(consumers: readonly ConsumerDeclaration[]): number {
+  return consumers.length === 0 ? 0 : Math.min(...consumers.map((c) => effectivePayloadRetentionDays(c.retention)));
+}
+
 export const stats = defineCommand({
   usage: `stats [--consumer C] [--since 1h|ISO]
       rows per consumer and status, due backlog and its oldest age, unresolved poison;
@@ -53,7 +60,12 @@ export const stats = defineCommand({
     const [counts, poison, recent, held, pauses] = await Promise.all([
       inboxStatusCounts(deps.sql, only),
       poisonCounts(deps.sql, only),
-      receivedSince(deps.sql, only !== undefined ? [only] : [...declared], args.since ?? { seconds: 3600 }),
+      receivedSince(
+        deps.sql,
+        only !== undefined ? [only] : [...declared],
+        args.since ?? { seconds: 3600 },
+        leftAfterDays(consumersOf(deps).filter((c) => only === undefined || c.name === only)),
+      ),
       heldAggregates(deps.sql, only, HELD_LISTED),
       listPauses(deps.sql, only !== undefined ? [only] : undefined),
     ]);

@@ -2,13 +2,15 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertInboxRows, insertPoisonRow, type InboxStatus } from '../../helpers/factories';
 import { opsDeps, opsError, run } from './support';
+import { reap } from '../reaper/support';
+import { DatabaseRoles } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const deps = opsDeps(db.sql);
 const TOPIC = 'regulatory.case.events.v1';
 
 beforeEach(async () => {
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, integration.operator_audit`;
+  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, integration.operator_audit, integration.consumed_events`;
 });
 
 const eventOf = (args: Record<string, unknown>) => run(deps, { command: 'event', ...args });
@@ -159,6 +161,45 @@ describe('event: by Kafka offset', () => {
 
     expect(story.poisonIds).toEqual([poison_id]);
     expect(whats(story).slice(1, 3)).toEqual([`poisoned: ENVELOPE_INVALID (poison ${poison_id})`, 'received by case-projection']);
+  });
+});
+
+describe('event: after the row left the inbox', () => {
+  it('tells what the kept key says: status, times, offset, resolve, until when a redelivery is a duplicate', async () => {
+    const row = await insertInboxRow(db.sql, { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID', offset: 9_100_001 });
+    await run(deps, { command: 'resolve', ids: [row.inbox_id], reason: 'producer bug' });
+    // Nine days later.
+    await db.sql`
+      update integration.consumer_inbox
+      set received_at = now() - interval '10 days', quarantined_at = now() - interval '10 days' + interval '1 second',
+          processed_at = now() - interval '9 days'
+      where inbox_id = ${row.inbox_id}`;
+    await db.sql`update integration.operator_audit set created_at = now() - interval '9 days' - interval '1 second'`;
+    expect((await reap(db.as(DatabaseRoles.reaper))).payloadsPurged).toBe(1);
+
+    const { events, left } = await eventOf({ eventId: row.event_id });
+
+    expect(events).toEqual([]);
+    expect(left).toHaveLength(1);
+    const [key] = await db.sql`select * from integration.consumed_events where inbox_id = ${row.inbox_id}`;
+    expect(left[0]).toMatchObject({
+      consumer: 'case-projection',
+      inboxId: row.inbox_id,
+      eventId: row.event_id,
+      status: 'IGNORED',
+      errorCode: 'OPERATOR_RESOLVED',
+      kafka: { topic: TOPIC, partition: 0, offset: 9_100_001 },
+      times: { receivedAt: key!.received_at, processedAt: key!.processed_at, quarantinedAt: key!.quarantined_at },
+      dedupeUntil: key!.dedupe_until,
+    });
+    expect(left[0].actions.map((a: { action: string }) => a.action)).toEqual(['resolve']);
+    expect(whats(left[0])).toEqual([
+      'received by case-projection',
+      'quarantined',
+      expect.stringMatching(/^resolved by .+: producer bug/),
+      'ignored',
+      'dedupe window ends: a redelivery is new after this',
+    ]);
   });
 });
 

@@ -5,8 +5,9 @@
  * sequential scan of the inbox or the poison table.
  */
 import { beforeAll, describe, it } from 'vitest';
-import { findEventPoison, findEventRows } from '../../../functions/inbox/find-event';
+import { findConsumedEvents, findEventPoison, findEventRows } from '../../../functions/inbox/find-event';
 import { receivedSince } from '../../../functions/inbox/stats';
+import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
 import { useTestDatabase } from '../../helpers/db';
 import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';
 
@@ -21,6 +22,10 @@ describe('ops reads: query plans with a large history', () => {
       'consumer_inbox_unique_event_per_consumer_uk',
       'consumer_inbox_aggregate_idx',
     ]);
+  });
+
+  it('event by id once the row left the inbox: the kept keys by their primary key', async () => {
+    await expectIndexOnly(db, (sql) => findConsumedEvents(sql, CONSUMERS, 'evt_left_4242'), ['consumed_events_pk']);
   });
 
   it('event by offset: the topic/offset index; its poison rows: the offset key and the resolved-row index', async () => {
@@ -39,7 +44,7 @@ describe('ops reads: query plans with a large history', () => {
   });
 
   it("stats' received window: each status through its own partial index", async () => {
-    await expectIndexOnly(db, (sql) => receivedSince(sql, CONSUMERS, { seconds: 3600 }), [
+    await expectIndexOnly(db, (sql) => receivedSince(sql, CONSUMERS, { seconds: 3600 }, DEFAULT_RETENTION.payloadRetentionDays), [
       'consumer_inbox_finished_idx',
       'consumer_inbox_quarantine_idx',
     ]);

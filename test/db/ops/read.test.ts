@@ -8,7 +8,7 @@ const db = await useTestDatabase();
 const deps = opsDeps(db.as(DatabaseRoles.ops));
 
 beforeEach(async () => {
-  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison`;
+  await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, integration.consumed_events`;
 });
 
 describe('stats', () => {
@@ -109,6 +109,26 @@ describe('stats: rows received in a window', () => {
       { consumer: 'case-sla', eventType: 'regulatory.case.accepted.v1', received: 1 },
     ]);
     await opsError(run(deps, { command: 'stats', since: 'last week' }), 'BAD_ARGUMENTS');
+  });
+
+  it('counts rows that left the inbox at their payload retention from their kept keys', async () => {
+    await insertInboxRows(db.sql, [{ status: 'PROCESSED', receivedSecondsAgo: 2 * 86_400 }]);
+    await db.sql`
+      insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name,
+        partition_no, offset_no, received_at, processed_at, dedupe_until)
+      values ('case-projection', 'evt-left-10d', gen_random_uuid(), 'regulatory.case.status-changed.v1', 'PROCESSED',
+              'regulatory.case.events.v1', 0, 7, now() - interval '10 days', now() - interval '10 days', now() + interval '20 days'),
+             ('case-projection', 'evt-left-25d', gen_random_uuid(), 'regulatory.case.status-changed.v1', 'PROCESSED',
+              'regulatory.case.events.v1', 0, 8, now() - interval '25 days', now() - interval '25 days', now() + interval '5 days')`;
+
+    const twelveDays = await run(deps, { command: 'stats', since: '12d' });
+    const lastHour = await run(deps, { command: 'stats' });
+
+    expect(twelveDays.received.rows).toEqual([
+      { consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 1 },
+      { consumer: 'case-projection', eventType: 'regulatory.case.status-changed.v1', received: 1 },
+    ]);
+    expect(lastHour.received.rows).toEqual([]);
   });
 });
 
