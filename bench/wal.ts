@@ -1,5 +1,7 @@
 /**
- * `npm run bench -- wal [--events 20000] [--batch 500]`
+ * `npm run bench -- wal [--events 20000] [--batch 500] [--by-type]`
+ *
+ * --by-type adds each phase's WAL by record type (pg_walinspect), per event.
  *
  * WAL bytes per event over an event's whole life, ours beside graphile-worker's, on the
  * same server in the same run, the same 1 KiB payloads:
@@ -42,7 +44,7 @@ import { newOwnerId, runWorker } from '../functions/worker/run-worker';
 import { mskEvent, spreadRecords } from '../tools/msk-events';
 import { graphilePeer } from './_graphile';
 import { benchServer } from './_server';
-import { perEvent, walMeter, type Wal } from './_wal';
+import { byTypePerEvent, perEvent, walMeter, type Wal } from './_wal';
 
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 
@@ -50,6 +52,7 @@ const { values: args } = parseArgs({
   options: {
     events: { type: 'string', default: '20000' },
     batch: { type: 'string', default: '500' },
+    'by-type': { type: 'boolean', default: false },
   },
 });
 const EVENTS = Number(args.events);
@@ -93,7 +96,8 @@ const quietLogger = new Logger({ serviceName: 'bench', logLevel: 'SILENT' });
 const metrics = new Metrics({ namespace: 'Bench', serviceName: 'bench' });
 
 function line(label: string, wal: Wal): string {
-  return `    ${label.padEnd(9)} ${perEvent(wal, EVENTS)}`;
+  const types = args['by-type'] && wal.byType.length > 0 ? byTypePerEvent(wal, EVENTS).map((t) => `\n        ${t}`).join('') : '';
+  return `    ${label.padEnd(9)} ${perEvent(wal, EVENTS)}${types}`;
 }
 
 try {
@@ -180,6 +184,7 @@ try {
     bytes: Object.values(phases).reduce((s, w) => s + w.bytes, 0),
     fpiBytes: Object.values(phases).reduce((s, w) => s + w.fpiBytes, 0),
     records: Object.values(phases).reduce((s, w) => s + w.records, 0),
+    byType: [],
   });
   const [version] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
   console.log(`\nWAL per event: ${EVENTS} events, 1 KiB payloads, PostgreSQL ${version!.v}, a CHECKPOINT before each phase`);
