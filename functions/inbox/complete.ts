@@ -5,6 +5,13 @@
  * taken over by another changes nothing, and sees it in the returned ids (a lost lease
  * shows, as in graphile-worker's completeJobs). Postgres owns the clock: retry times are
  * `now() + delay`.
+ *
+ * A finished row (PROCESSED, IGNORED) keeps lease_expires_at and updated_at as its claim
+ * set them: the lease it finished under and the time it was claimed; processed_at says when
+ * it finished. Both columns follow the payload in the row, so leaving them unchanged lets
+ * PostgreSQL log the new row version without the payload when it stays on its page
+ * (migration 0111). Nothing reads a finished row's lease: every lease test is on
+ * PROCESSING rows. A row going back to the queue or to quarantine clears its lease.
  */
 import type { Queryable } from '../lib/db';
 import { planOpaque } from './plan-opaque';
@@ -36,8 +43,8 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
         error_detail = o.error_detail::jsonb,
         locked_by = null,
         locked_at = null,
-        lease_expires_at = null,
-        updated_at = now()
+        lease_expires_at = case when o.status in ('PROCESSED', 'IGNORED') then i.lease_expires_at end,
+        updated_at = case when o.status in ('PROCESSED', 'IGNORED') then i.updated_at else now() end
     from json_to_recordset(${JSON.stringify(rows)}::text::json) as o(
       inbox_id uuid, status text, delay_seconds float8, refund_attempt boolean, error_code text, error_message text, error_detail text)
     where i.inbox_id = o.inbox_id
