@@ -76,9 +76,6 @@ for each statement execute function integration.consumer_inbox_keys_not_consumed
 -- ingest (insert-batch.ts): whether an event id's key is kept; nothing else of it.
 grant select (consumer_name, event_id) on integration.consumed_events to inbox_ingest;
 -- reaper (purge.ts): moves keys in when rows leave, deletes them when their window ends.
--- deleteExpiredKeys picks its batch FOR UPDATE SKIP LOCKED, and a row lock needs UPDATE
--- on some column: dedupe_until, which the reaper decides anyway.
 grant select, insert, delete on integration.consumed_events to inbox_reaper;
-grant update (dedupe_until) on integration.consumed_events to inbox_reaper;
 -- ops (find-event.ts, stats.ts): an event's story and the received counts once rows left.
 grant select on integration.consumed_events to inbox_ops;

@@ -43,7 +43,10 @@ export interface RetireCounts {
  * Finished rows past the payload retention leave the inbox: each is deleted and its key
  * inserted into integration.consumed_events in the same statement, with dedupe_until =
  * processed_at + the dedupe window; a row whose window is already over (the reaper was
- * down that long) leaves no key. Two ranges of consumer_inbox_finished_idx, so neither
+ * down that long) leaves no key. A plain insert, not ON CONFLICT (which logs one more WAL
+ * record per key): a key is never kept for an event still in the inbox, since every insert
+ * into the inbox is refused for a kept key (insert-batch.ts and the trigger of migration
+ * 0110), and a row leaves once. Two ranges of consumer_inbox_finished_idx, so neither
  * walks over rows still to be kept:
  *   - payload_purged_at IS NULL, processed_at past the payload retention: the steady state;
  *   - payload_purged_at IS NOT NULL: rows whose payload an earlier release dropped in place,
@@ -98,8 +101,6 @@ async function retire(
              g.received_at, g.processed_at, g.quarantined_at, g.error_code, ${windowEnd}
       from gone g
       where ${windowEnd} > now()
-      order by g.event_id collate "C"
-      on conflict (consumer_name, event_id) do nothing
       returning 1
     )
     select (select count(*) from gone)::int as "left", (select count(*) from kept)::int as kept`;
@@ -109,6 +110,11 @@ async function retire(
 /**
  * Forget the keys whose dedupe window has ended: a redelivery of the event is new again.
  * The window a key keeps is the one in force when its row left the inbox.
+ *
+ * Unlike the inbox's batches, these rows are not locked first: nothing but this statement
+ * ever locks a key (keys are only inserted and deleted), so a second reaper run at most
+ * waits for the first's short statement and then finds those keys gone, and a lock would
+ * cost a WAL record per key.
  */
 export async function deleteExpiredKeys(q: Queryable, consumerName: string, limit: number): Promise<number> {
   const result = await q`
@@ -119,8 +125,7 @@ export async function deleteExpiredKeys(q: Queryable, consumerName: string, limi
         where consumer_name = ${consumerName}
           and dedupe_until <= now()
         order by dedupe_until
-        limit ${limit}
-        for update skip locked)
+        limit ${limit})
       and dedupe_until <= now()`;
   return result.count;
 }

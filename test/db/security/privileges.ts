@@ -75,12 +75,11 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
     [ops]: { select: true },
   },
   // Keys of rows that left the inbox (migration 0110). Ingest reads only the key, as of the
-  // inbox; the reaper moves keys in and forgets them (UPDATE of one column for
-  // deleteExpiredKeys' FOR UPDATE SKIP LOCKED); ops reads them for event and stats.
+  // inbox; the reaper moves keys in and forgets them; ops reads them for event and stats.
   'integration.consumed_events': {
     [ingest]: { select: ['consumer_name', 'event_id'] },
     [ingestInline]: { select: ['consumer_name', 'event_id'] },
-    [reaper]: { select: true, insert: true, delete: true, update: ['dedupe_until'] },
+    [reaper]: { select: true, insert: true, delete: true },
     [ops]: { select: true },
   },
   // Who is awake per consumer (migration 0060): ingest's wake-up gate reserves slot 1,

@@ -1,0 +1,106 @@
+/**
+ * `npm run bench -- storage [--rows 1000000] [--keys 1000000] [--rate 100]`
+ *
+ * Bytes per row, measured: --rows finished inbox rows shaped as the WAL benchmark's
+ * (1 KiB payload, case-projection's columns), and --keys kept dedupe keys
+ * (integration.consumed_events), each table's heap, TOAST and every index divided by its
+ * rows. Then the month at --rate events/s for one consumer with the default retention:
+ * rows stay in the inbox for the payload retention (7 days), their keys for the rest of
+ * the dedupe window (23 more days).
+ *
+ * The rows go in finished, in one statement, at the table's fillfactor, as a steady inbox
+ * refills pages that vacuum has emptied; rows still queued or in flight are a backlog's
+ * worth (kilobytes to megabytes) and left out. The payload filler is text under the TOAST
+ * threshold, so its compressibility does not matter: nothing is compressed.
+ */
+import { parseArgs } from 'node:util';
+import postgres from 'postgres';
+import { DEFAULT_RETENTION } from '../functions/consumers/types';
+import { TYPES, type Sql } from '../functions/lib/db';
+import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { benchServer } from './_server';
+
+const { values: args } = parseArgs({
+  options: {
+    rows: { type: 'string', default: '1000000' },
+    keys: { type: 'string', default: '1000000' },
+    rate: { type: 'string', default: '100' },
+  },
+});
+const ROWS = Number(args.rows);
+const KEYS = Number(args.keys);
+const RATE = Number(args.rate);
+
+const server = await benchServer({ autovacuum: 'off', max_wal_size: '8GB', full_page_writes: 'off', synchronous_commit: 'off' });
+const sql = postgres(server.url, { max: 1, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+
+interface Relation {
+  name: string;
+  bytes: number;
+}
+
+/** Heap (with its TOAST) and each index of a table. */
+async function sizes(table: string): Promise<Relation[]> {
+  const rows = await sql<{ name: string; bytes: string }[]>`
+    select 'heap' as name,
+           (pg_relation_size(c.oid) + coalesce(pg_total_relation_size(nullif(c.reltoastrelid, 0)), 0))::text as bytes
+    from pg_class c where c.oid = ${table}::regclass
+    union all
+    select i.indexrelid::regclass::text, pg_relation_size(i.indexrelid)::text
+    from pg_index i where i.indrelid = ${table}::regclass
+    order by 2 desc`;
+  return rows.map((r) => ({ name: r.name.replace(/^integration\./, ''), bytes: Number(r.bytes) }));
+}
+
+const GB = 1e9;
+const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFractionDigits: digits, minimumFractionDigits: digits });
+
+try {
+  await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+  const started = Date.now();
+  await sql`
+    insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type,
+      aggregate_id, topic_name, partition_no, offset_no, correlation_id, producer, occurred_at, received_at, status,
+      processed_at, lease_expires_at, partition_key, record_key, payload)
+    select 'case-projection', 'evt_' || md5(g::text), 'regulatory.case.accepted.v1', 1, 'case', 'case_' || g,
+           'regulatory.case.events.v1', g % 8, g, 'corr_' || g, 'case-command-service', now(), now(), 'PROCESSED',
+           now(), now() + interval '5 minutes', 'case_' || g, 'case_' || g,
+           jsonb_build_object('caseId', 'case_' || g, 'acceptedAt', '2026-07-03T09:15:30Z',
+                              'note', left(repeat(md5(g::text), 30), 940))
+    from generate_series(1, ${ROWS}) g`;
+  await sql`
+    insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name,
+      partition_no, offset_no, received_at, processed_at, dedupe_until)
+    select 'case-projection', 'evt_' || md5(g::text), gen_random_uuid(), 'regulatory.case.accepted.v1', 'PROCESSED',
+           'regulatory.case.events.v1', g % 8, g, now(), now() - make_interval(secs => g), now() + interval '23 days' - make_interval(secs => g)
+    from generate_series(1, ${KEYS}) g`;
+  const seconds = (Date.now() - started) / 1000;
+  const [payload] = await sql<{ avg: string }[]>`
+    select avg(pg_column_size(payload))::text as avg from (select payload from integration.consumer_inbox limit 1000) p`;
+
+  const inbox = await sizes('integration.consumer_inbox');
+  const keys = await sizes('integration.consumed_events');
+  const perRow = (rels: Relation[], n: number) => rels.reduce((s, r) => s + r.bytes, 0) / n;
+  const [version] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
+  console.log(`\nBytes per row: ${fmt(ROWS)} finished inbox rows (payload ${fmt(Number(payload!.avg))} B stored), ${fmt(KEYS)} kept keys, PostgreSQL ${version!.v} (${fmt(seconds)} s to insert)`);
+  for (const [label, rels, n] of [
+    ['integration.consumer_inbox', inbox, ROWS],
+    ['integration.consumed_events', keys, KEYS],
+  ] as const) {
+    console.log(`  ${label}: ${fmt(perRow(rels, n))} B/row`);
+    for (const r of rels) console.log(`    ${r.name.padEnd(44)} ${fmt(r.bytes / n, 1).padStart(8)} B/row`);
+  }
+
+  const perDay = RATE * 86_400;
+  const inInbox = perDay * DEFAULT_RETENTION.payloadRetentionDays;
+  const kept = perDay * (DEFAULT_RETENTION.dedupeWindowDays - DEFAULT_RETENTION.payloadRetentionDays);
+  const inboxGb = (inInbox * perRow(inbox, ROWS)) / GB;
+  const keysGb = (kept * perRow(keys, KEYS)) / GB;
+  console.log(`\nOne consumer at ${RATE} events/s, default retention (payload ${DEFAULT_RETENTION.payloadRetentionDays} d, dedupe window ${DEFAULT_RETENTION.dedupeWindowDays} d):`);
+  console.log(`  inbox rows (last ${DEFAULT_RETENTION.payloadRetentionDays} days)   ${fmt(inInbox / 1e6, 1).padStart(7)} M  ${fmt(inboxGb, 1).padStart(7)} GB`);
+  console.log(`  kept keys (the other ${DEFAULT_RETENTION.dedupeWindowDays - DEFAULT_RETENTION.payloadRetentionDays} days) ${fmt(kept / 1e6, 1).padStart(7)} M  ${fmt(keysGb, 1).padStart(7)} GB`);
+  console.log(`  total                           ${fmt((inInbox + kept) / 1e6, 1).padStart(7)} M  ${fmt(inboxGb + keysGb, 1).padStart(7)} GB`);
+} finally {
+  await sql.end({ timeout: 5 });
+  await server.stop();
+}
