@@ -110,7 +110,7 @@ try {
   const decoded = events.map((e) =>
     recordsOf(e).map((r) => {
       const d = decodeRecord(r, consumer, { maxPayloadBytes: 256 * 1024 });
-      if (d.kind !== 'valid') throw new Error(`bench record ${r.offset} did not decode: ${d.row.errorCode}`);
+      if (d.kind !== 'valid') throw new Error(`bench record ${r.offset} did not decode: ${d.kind === 'poison' ? d.row.errorCode : d.reason}`);
       return d.row;
     }),
   );

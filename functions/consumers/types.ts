@@ -7,6 +7,14 @@ import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
 import type { SchemaRegistryDeclaration } from './schema-registry';
 
+/** A consumer's own writer schema for its values (ConsumerDeclaration.valueSchema). */
+export interface PinnedValueSchema {
+  format: 'AVRO' | 'PROTOBUF' | 'JSON';
+  /** Avro: the schema's JSON text; Protobuf: the .proto text (its first message is the value's unless an index says otherwise); JSON: the JSON Schema. */
+  definition: string;
+  framing?: 'confluent' | 'glue' | 'none';
+}
+
 /** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
 export type Dialect = 'canonical' | 'snake_case';
 
@@ -162,6 +170,12 @@ export interface ConsumerDeclaration {
    * registry (and converts them to JSON) before the function sees them. See ./schema-registry.ts.
    */
   schemaRegistry?: SchemaRegistryDeclaration;
+  /**
+   * A writer schema shipped with the consumer: every value is read with it instead of asking
+   * a registry (docs/ingest.md, "Binary values"). `framing` is what precedes each value's
+   * body: a Confluent or Glue header (skipped, its id ignored), or nothing (default).
+   */
+  valueSchema?: PinnedValueSchema;
   /** Where the handlers' audit entries go (HandlerContext.audit); a consumer without one cannot audit. */
   audit?: AuditTrail;
   /** The event types the handlers may emit (HandlerContext.emit), keyed by type; the relay publishes them. */

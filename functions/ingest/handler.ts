@@ -5,13 +5,15 @@
  */
 import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
-import { loadConfig, requireConsumerName } from '../lib/config';
+import { DEFAULTS, loadConfig, requireConsumerName } from '../lib/config';
 import { getSql } from '../lib/db';
 import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
 import { wakeUpClient, type WorkerTarget } from '../worker/wake-up';
+import { schemaRegistrySchema } from '../consumers/schema-registry';
 import { createIngestHandler, failEveryPartition } from './ingest';
+import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 
 const config = loadConfig();
@@ -22,6 +24,16 @@ const wakeUp: WorkerTarget | undefined =
   config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
     ? { lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName }
     : undefined;
+
+// The stage's registry (SCHEMA_REGISTRY), else the declaration's: parsed at cold start, so a
+// malformed one fails the function's start rather than a batch.
+const registry = config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
+const schemaSource =
+  registry === undefined
+    ? undefined
+    : createSchemaSource(
+        registryFetcher(schemaRegistrySchema.parse(registry), { timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs }),
+      );
 
 let ingest: ReturnType<typeof createIngestHandler> | undefined;
 
@@ -39,7 +51,7 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
         count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
         return response;
       }
-      ingest = createIngestHandler({ sql, consumer, config, logger, metrics, ...(wakeUp ? { wakeUp } : {}) });
+      ingest = createIngestHandler({ sql, consumer, config, logger, metrics, ...(wakeUp ? { wakeUp } : {}), ...(schemaSource ? { schemaSource } : {}) });
     }
     return await ingest(event, context);
   } finally {

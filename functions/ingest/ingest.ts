@@ -52,8 +52,10 @@ import { classifyError, isConnectionError, isInfrastructureError, sqlStateOf } f
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
 import { INVITATION_GRACE_SECONDS, sendWakeUp, type WorkerTarget } from '../worker/wake-up';
-import { decodeRecord, PoisonCodes, undecodedPoison } from './decode';
+import { decodeRecord, PoisonCodes, resolveValueSchemas, undecodedPoison, type ValueSchemas } from './decode';
+import type { SchemaSource } from './schema-source';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';
+import { compileSchema } from './writer-schema';
 
 /**
  * How long an inline row's lease lasts. Nobody else ever sees the lease: the rows are
@@ -65,7 +67,7 @@ export const INLINE_LEASE_SECONDS = 60;
 export interface IngestDependencies {
   sql: Sql;
   consumer: ConsumerDeclaration;
-  config: Pick<Config, 'maxPayloadBytes'>;
+  config: Pick<Config, 'maxPayloadBytes'> & Partial<Pick<Config, 'maxJsonDepth'>>;
   logger: Logger;
   metrics: Metrics;
   /**
@@ -73,6 +75,12 @@ export interface IngestDependencies {
    * (docs/worker.md, "Wake-ups"). Absent: the schedule alone runs the worker.
    */
   wakeUp?: WorkerTarget;
+  /**
+   * Where the writer schemas of registry-framed values come from (the consumer's schema
+   * registry, docs/ingest.md "Binary values"). Absent: a value naming a registry schema is
+   * poison SCHEMA_NOT_FOUND, unless the consumer pins its schema.
+   */
+  schemaSource?: SchemaSource;
 }
 
 export type StoreStrategy = 'direct' | 'bisect' | 'deferred' | 'poison-all';
@@ -105,6 +113,11 @@ export interface IngestReport {
   wakeUp: WakeUpResult | null;
   /** Inline consumers: the consumer was paused, so its new rows were stored without being processed. */
   pausedInline: boolean;
+  /**
+   * Records handed back because the schema registry could not be asked for their writer
+   * schema: each one's partition is reported from its offset (later records of it too).
+   */
+  registryUnavailable: number;
 }
 
 type WakeUpResult = 'sent' | 'gate-closed' | 'paused' | 'failed';
@@ -118,6 +131,16 @@ interface Stored {
 
 /** SQLSTATE classes that mean "this data", not "this database": data exception, integrity, program limit. */
 const DATA_ERROR_CLASSES = new Set(['22', '23', '54']);
+
+/**
+ * What a log line may say of an error: the message of a client-side error (a refused
+ * connection, a timeout), never a PostgreSQL server's, which can quote the values of the
+ * statement (a data error's "invalid input syntax for type json: …"). SQLSTATE and code say
+ * what happened without them.
+ */
+export function serverSafe(c: { message: string; sqlState?: string | undefined }): { error?: string } {
+  return c.sqlState === undefined ? { error: c.message } : {};
+}
 
 export function isDataError(error: unknown): boolean {
   const state = sqlStateOf(error);
@@ -211,7 +234,12 @@ async function writeSplitting<T>(
 
 export function createIngest(deps: IngestDependencies) {
   const { sql, consumer, config, logger, metrics } = deps;
-  const limits = { maxPayloadBytes: config.maxPayloadBytes };
+  const limits = { maxPayloadBytes: config.maxPayloadBytes, ...(config.maxJsonDepth !== undefined ? { maxJsonDepth: config.maxJsonDepth } : {}) };
+  // Compiled once: a pinned schema that does not compile fails the function at its start, not per record.
+  const pinned: ValueSchemas['pinned'] =
+    consumer.valueSchema === undefined
+      ? undefined
+      : { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' };
 
   /**
    * After the batch is stored, never before: the woken worker must find its rows. Nothing
@@ -357,7 +385,7 @@ export function createIngest(deps: IngestDependencies) {
       } catch (error) {
         if (isInfrastructureError(error)) throw error;
         const c = classifyError(error);
-        logger.error('ingest store failed, stepping down', { strategy: rung.strategy, errorCode: c.code, sqlState: c.sqlState, error: c.message });
+        logger.error('ingest store failed, stepping down', { strategy: rung.strategy, errorCode: c.code, sqlState: c.sqlState, ...serverSafe(c) });
         lastError = error;
       }
     }
@@ -369,17 +397,40 @@ export function createIngest(deps: IngestDependencies) {
     const partitions = Object.entries(event.records ?? {}).filter(([, rs]) => rs.length > 0);
     const records: KafkaRecord[] = partitions.flatMap(([, rs]) => rs);
 
+    const schemas = await resolveValueSchemas(records, { ...(pinned ? { pinned } : {}), ...(deps.schemaSource ? { source: deps.schemaSource } : {}) });
     const valid: InboxInsert[] = [];
     const poison: PoisonInsert[] = [];
-    for (const record of records) {
-      try {
-        const d = decodeRecord(record, consumer, limits);
-        if (d.kind === 'valid') valid.push(d.row);
-        else poison.push(d.row);
-      } catch (error) {
-        // A defect in decoding must not block the partition: keep the record as delivered.
-        logger.error('record decoding threw', { topic: record.topic, partition: record.partition, offset: record.offset, error: classifyError(error).message });
-        poison.push(undecodedPoison(record, PoisonCodes.INGEST_FAILED, 'decoding the record failed unexpectedly; see the ingest log'));
+    // A partition whose record cannot be read now (registry unavailable) is handed back from
+    // that record on: the mapping redelivers it and everything after it, in order.
+    const handedBack: BatchItemFailure[] = [];
+    let registryUnavailable = 0;
+    let unavailableReason: string | undefined;
+    for (const [partition, rs] of partitions) {
+      const stored: Array<{ valid: InboxInsert } | { poison: PoisonInsert }> = [];
+      for (const record of rs) {
+        try {
+          const d = decodeRecord(record, consumer, limits, schemas);
+          if (d.kind === 'unavailable') {
+            const from = Math.min(...rs.filter((r) => r.offset >= record.offset).map((r) => r.offset));
+            handedBack.push({ itemIdentifier: { partition, offset: from } });
+            registryUnavailable += rs.filter((r) => r.offset >= from).length;
+            unavailableReason ??= d.reason;
+            break;
+          }
+          stored.push(d.kind === 'valid' ? { valid: d.row } : { poison: d.row });
+        } catch (error) {
+          // A defect in decoding must not block the partition: keep the record as delivered.
+          // Not the error's message: a library's may quote the value.
+          logger.error('record decoding threw', { topic: record.topic, partition: record.partition, offset: record.offset, error: (error as Error)?.name ?? 'unknown' });
+          stored.push({ poison: undecodedPoison(record, PoisonCodes.INGEST_FAILED, 'decoding the record failed unexpectedly; see the ingest log') });
+        }
+      }
+      const held = handedBack.find((h) => h.itemIdentifier.partition === partition)?.itemIdentifier.offset;
+      for (const item of stored) {
+        const row = 'valid' in item ? item.valid : item.poison;
+        if (held !== undefined && row.offset >= held) continue;
+        if ('valid' in item) valid.push(item.valid);
+        else poison.push(item.poison);
       }
     }
     const unique = dedupe(valid);
@@ -399,9 +450,11 @@ export function createIngest(deps: IngestDependencies) {
       strategy: null,
       wakeUp: null,
       pausedInline: false,
+      registryUnavailable,
     };
+    report.response.batchItemFailures = handedBack;
     let failure: ReturnType<typeof classifyError> | undefined;
-    if (records.length > 0) {
+    if (valid.length + poison.length > 0) {
       try {
         // An inline consumer processes its rows here unless it is paused (one key lookup).
         report.pausedInline = consumer.mode === 'inline' && unique.length > 0 && (await workerPause(sql, consumer.name)) !== null;
@@ -437,6 +490,7 @@ export function createIngest(deps: IngestDependencies) {
     count(metrics, MetricNames.RecordsDuplicate, report.duplicates);
     count(metrics, MetricNames.RecordsPoisoned, report.poisoned);
     count(metrics, MetricNames.BatchItemFailures, report.response.batchItemFailures.length);
+    count(metrics, MetricNames.SchemaRegistryUnavailable, report.registryUnavailable);
     if (consumer.mode === 'inline') {
       count(metrics, MetricNames.EventsProcessed, report.processed);
       count(metrics, MetricNames.EventsIgnored, report.ignored);
@@ -457,6 +511,7 @@ export function createIngest(deps: IngestDependencies) {
       strategy: report.strategy,
       ...(report.wakeUp !== null ? { wakeUp: report.wakeUp } : {}),
       ...(report.pausedInline ? { pausedInline: true } : {}),
+      ...(registryUnavailable > 0 ? { registryUnavailable, registryError: unavailableReason } : {}),
       partitions: partitions.map(([partition, rs]) => ({
         partition,
         count: rs.length,
@@ -471,7 +526,7 @@ export function createIngest(deps: IngestDependencies) {
       durationMs: Math.round(finished - started),
     };
     if (failure !== undefined) {
-      logger.error('ingest batch reported back', { ...line, errorCode: failure.code, sqlState: failure.sqlState, error: failure.message });
+      logger.error('ingest batch reported back', { ...line, errorCode: failure.code, sqlState: failure.sqlState, ...serverSafe(failure) });
     } else {
       logger.info('ingest batch', line);
     }

@@ -43,6 +43,10 @@ export const DEFAULTS = {
   dbStatementTimeoutMs: 30_000,
   dbIdleInTransactionTimeoutMs: 60_000,
   maxPayloadBytes: 256 * 1024,
+  /** Deepest nesting of objects and arrays a record's value may have (docs/ingest.md, step 3). */
+  maxJsonDepth: 64,
+  /** One schema-registry request, at most; past it the lookup counts as the registry being unavailable. */
+  schemaRegistryTimeoutMs: 3_000,
   workerBatchSize: 100,
   workerRunLength: 20,
   workerSafetyMarginMs: 10_000,
@@ -138,6 +142,25 @@ const schema = z
     CONSUMER_NAME: z.string().trim().min(1).optional(),
 
     MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024).default(DEFAULTS.maxPayloadBytes),
+    MAX_JSON_DEPTH: integer(2, 10_000).default(DEFAULTS.maxJsonDepth),
+    /**
+     * The ingest function's: its consumer's schema registry as the stage resolved it (the
+     * declaration's `schemaRegistry`, JSON), where it reads writer schemas. Names and ARNs
+     * only; the credentials stay in the secret it names.
+     */
+    SCHEMA_REGISTRY: z
+      .string()
+      .trim()
+      .transform((v, ctx) => {
+        try {
+          return z.record(z.string(), z.unknown()).parse(JSON.parse(v));
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'must be a JSON object (a schemaRegistry declaration)' });
+          return z.NEVER;
+        }
+      })
+      .optional(),
+    SCHEMA_REGISTRY_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.schemaRegistryTimeoutMs),
     WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize),
     /** Rows of one aggregate a claim may take in order (its run); 1 takes one row per aggregate. */
     WORKER_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.workerRunLength),
@@ -248,6 +271,10 @@ export interface Config {
   database: DatabaseConfig;
   consumerName?: string;
   maxPayloadBytes: number;
+  /** DEFAULTS.maxJsonDepth when omitted. */
+  maxJsonDepth?: number;
+  /** The ingest function's schema registry, unvalidated here (functions/consumers/schema-registry.ts parses it). */
+  schemaRegistry?: { declaration: Record<string, unknown>; timeoutMs: number };
   worker: {
     batchSize: number;
     safetyMarginMs: number;
@@ -329,6 +356,8 @@ export function parseConfig(env: Env): Config {
     },
     ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
+    maxJsonDepth: e.MAX_JSON_DEPTH,
+    ...(e.SCHEMA_REGISTRY !== undefined ? { schemaRegistry: { declaration: e.SCHEMA_REGISTRY, timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS } } : {}),
     worker: {
       batchSize: e.WORKER_BATCH_SIZE,
       safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS,

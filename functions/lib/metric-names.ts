@@ -12,6 +12,8 @@ export const MetricNames = {
   RecordsDuplicate: 'RecordsDuplicate',
   RecordsPoisoned: 'RecordsPoisoned',
   BatchItemFailures: 'BatchItemFailures',
+  /** Records handed back for redelivery because their writer schema could not be read from the registry. */
+  SchemaRegistryUnavailable: 'SchemaRegistryUnavailable',
   // processing (worker, and ingest in inline mode)
   EventsProcessed: 'EventsProcessed',
   EventsRetried: 'EventsRetried',

@@ -79,6 +79,9 @@ export const poisonReingest = defineCommand({
       }
       const consumer = knownConsumer(deps, row.consumer_name);
       const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes });
+      if (decoded.kind === 'unavailable') {
+        throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, { errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE' });
+      }
       if (decoded.kind === 'poison') {
         throw new OpsError(
           OpsErrorCodes.STILL_INVALID,

@@ -79,7 +79,7 @@ describe('EventRecordFormat SOURCE', () => {
   it.each([
     [50, 'AVRO', '1001', 'not UTF-8'],
     [51, 'PROTOBUF', '1002', 'UTF-8 but not JSON'],
-  ])('poisons offset %i, %s bytes of schema %s (%s), as UNSUPPORTED_SOURCE_FORMAT, keeping them as base64', (offset, format, schemaId) => {
+  ])('with neither a registry nor a pinned schema, poisons offset %i, %s bytes of schema %s (%s), as UNSUPPORTED_SOURCE_FORMAT, keeping them as base64', (offset, format, schemaId) => {
     const record = fixtureRecord(SOURCE_RECORD_FORMAT, 2, offset);
 
     const d = decode(record);
@@ -89,7 +89,7 @@ describe('EventRecordFormat SOURCE', () => {
       row: { errorCode: PoisonCodes.UNSUPPORTED_SOURCE_FORMAT, rawValue: record.value, rawEncoding: 'base64', offset },
     });
     expect(d.kind === 'poison' && d.row.errorMessage).toBe(
-      `value is ${format} schema ${schemaId} in its binary source encoding: the inbox stores JSON, so the mapping's schema registry must deliver the JSON record format`,
+      `value is ${format} schema ${schemaId} in its binary source encoding, and the consumer declares neither a schema registry nor a pinned schema to read it with`,
     );
   });
 
