@@ -36,6 +36,7 @@ export const RUNBOOK = {
   failedInvocations: 'Failed invocations',
   esmFailedRecords: 'ESM failed records',
   schemaRegistryErrors: 'Schema registry errors',
+  schemaRegistryUnavailable: 'Schema registry unavailable',
   outboxUnpublishedAge: 'Outbox unpublished age',
   processingLatency: 'Processing latency',
   databaseCapacity: 'Database capacity',
@@ -168,6 +169,15 @@ export class InboxAlarms extends Construct {
           t.schemaRegistryErrors,
           'schemaRegistryErrors',
           `${c.name}: the event-source mapping could not fetch a schema or validate records against the schema registry; those records never reached the function.`,
+        );
+        // The function's own lookups: a record it could not read for want of the registry is
+        // handed back, and its partition waits; the threshold is the mapping's (schemaRegistryErrors).
+        add(
+          `${key}SchemaRegistryUnavailable`,
+          m.metric(c.name, MetricNames.SchemaRegistryUnavailable, 'Sum'),
+          t.schemaRegistryErrors,
+          'schemaRegistryUnavailable',
+          `${c.name}: the ingest function could not read writer schemas from the schema registry; those records were handed back and their partitions wait.`,
         );
       }
     }

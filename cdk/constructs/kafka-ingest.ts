@@ -79,7 +79,12 @@ export class KafkaIngest extends Construct {
       timeout: Duration.seconds(consumer.ingestTimeoutSeconds),
       // inbox_ingest; an inline consumer's ingest also finishes its rows: inbox_ingest_inline.
       database: { role: ingestRoleOf(consumer) },
-      environment: { CONSUMER_NAME: consumer.name },
+      environment: {
+        CONSUMER_NAME: consumer.name,
+        // Where the function reads writer schemas (docs/ingest.md, "Binary values"): names and
+        // ARNs only, the credentials stay in the secret it names.
+        ...(consumer.schemaRegistry === undefined ? {} : { SCHEMA_REGISTRY: JSON.stringify(consumer.schemaRegistry) }),
+      },
     });
 
     const registry = consumer.schemaRegistry === undefined ? undefined : this.schemaRegistry(consumer.schemaRegistry);

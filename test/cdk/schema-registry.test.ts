@@ -90,6 +90,34 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryErrors}\n`);
   });
 
+  it('tells that consumer\'s ingest function its registry (SCHEMA_REGISTRY, no secret) and no other function', () => {
+    const functions = Object.values(s.stateless.findResources('AWS::Lambda::Function') as Resources);
+    const withRegistry = functions.filter((f) => f.Properties.Environment?.Variables?.SCHEMA_REGISTRY !== undefined);
+    expect(withRegistry.map((f) => f.Properties.Environment.Variables.CONSUMER_NAME)).toEqual(['notification-service']);
+    expect(JSON.parse(withRegistry[0]!.Properties.Environment.Variables.SCHEMA_REGISTRY)).toEqual({
+      type: 'glue',
+      registryArn: REGISTRY_ARN,
+      validate: ['VALUE'],
+      recordFormat: 'JSON',
+    });
+  });
+
+  it('alarms when the ingest function hands records back for want of the registry, naming the runbook section', () => {
+    const alarms = Object.values(s.stateless.findResources('AWS::CloudWatch::Alarm') as Resources).filter((a) =>
+      String(a.Properties.AlarmDescription).includes(`"Runbook: ${RUNBOOK.schemaRegistryUnavailable}"`),
+    );
+    expect(alarms).toHaveLength(1);
+    const alarm = alarms[0]!.Properties;
+    expect(alarm.AlarmDescription).toMatch(/^notification-service: /);
+    expect([alarm.Threshold, alarm.ComparisonOperator]).toEqual([0, 'GreaterThanThreshold']);
+    const stats = (alarm.Metrics as Array<{ MetricStat?: any }>).filter((m) => m.MetricStat).map((m) => m.MetricStat);
+    expect(stats.map((m) => [m.Metric.Namespace, m.Metric.MetricName, m.Metric.Dimensions, m.Stat])).toEqual([
+      ['KafkaInbox', 'SchemaRegistryUnavailable', [{ Name: 'ConsumerName', Value: 'notification-service' }], 'Sum'],
+    ]);
+    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryUnavailable}\n`);
+  });
+
   it('charts the schema registry errors on the dashboard', () => {
     expect(JSON.stringify(s.stateless.findResources('AWS::CloudWatch::Dashboard'))).toContain('\\"SchemaRegistryErrorCount\\"');
   });
