@@ -166,6 +166,7 @@ export const CASE_AVRO_SCHEMA = {
     { name: 'occurredAt', type: { type: 'long', logicalType: 'timestamp-micros' } },
     { name: 'producer', type: 'string' },
     { name: 'correlationId', type: ['null', 'string'], default: null },
+    { name: 'causationId', type: ['null', 'string'], default: null },
     { name: 'aggregateType', type: 'string' },
     { name: 'aggregateId', type: 'string' },
     { name: 'partitionKey', type: ['null', 'string'], default: null },
@@ -206,6 +207,7 @@ message CaseEvent {
   optional string partitionKey = 9;
   optional int64 aggregateVersion = 10;
   CasePayload payload = 11;
+  optional string causationId = 12;
 }
 
 message CasePayload {
@@ -226,6 +228,7 @@ export function caseEventToAvro(e: Record<string, unknown>): Record<string, unkn
     occurredAt: micros(e.occurredAt),
     producer: e.producer,
     correlationId: e.correlationId ?? null,
+    causationId: e.causationId ?? null,
     aggregateType: e.aggregateType,
     aggregateId: e.aggregateId,
     partitionKey: e.partitionKey ?? null,
@@ -252,6 +255,7 @@ export function caseEventToProto(e: Record<string, unknown>): Record<string, unk
     occurredAt: ts(e.occurredAt),
     producer: e.producer,
     ...(e.correlationId != null ? { correlationId: e.correlationId } : {}),
+    ...(e.causationId != null ? { causationId: e.causationId } : {}),
     aggregateType: e.aggregateType,
     aggregateId: e.aggregateId,
     ...(e.partitionKey != null ? { partitionKey: e.partitionKey } : {}),

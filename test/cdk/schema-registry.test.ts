@@ -112,7 +112,7 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect([alarm.Threshold, alarm.ComparisonOperator]).toEqual([0, 'GreaterThanThreshold']);
     const stats = (alarm.Metrics as Array<{ MetricStat?: any }>).filter((m) => m.MetricStat).map((m) => m.MetricStat);
     expect(stats.map((m) => [m.Metric.Namespace, m.Metric.MetricName, m.Metric.Dimensions, m.Stat])).toEqual([
-      ['KafkaInbox', 'SchemaRegistryUnavailable', [{ Name: 'ConsumerName', Value: 'notification-service' }], 'Sum'],
+      ['KafkaInbox', 'SchemaRegistryUnavailable', [{ Name: 'ConsumerName', Value: 'notification-service' }, { Name: 'service', Value: 'kafka-inbox' }], 'Sum'],
     ]);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryUnavailable}\n`);

@@ -64,6 +64,8 @@ export interface LocalOptions {
   logFile: string;
   /** Where the HTML report of the run goes. */
   reportFile: string;
+  /** How the case topic's events are encoded: JSON, or Avro / Protobuf in the Confluent wire format against a local registry. */
+  valueFormat: 'json' | 'avro' | 'protobuf';
 }
 
 export const DEFAULT_OPTIONS: LocalOptions = {
@@ -93,6 +95,7 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   logLevel: 'WARN',
   logFile: '.local/local-run.log',
   reportFile: '.local/report.html',
+  valueFormat: 'json',
 };
 
 /** What `--rate` changes unless the flag is given too: the production cadence. */
@@ -127,6 +130,8 @@ Stream
   --poison-rate <r>         undecodable records per event              (default ${DEFAULT_OPTIONS.poisonRate})
   --invalid-rate <r>        events breaking their contract             (default ${DEFAULT_OPTIONS.invalidRate})
   --out-of-order-rate <r>   case chains produced out of version order  (default ${DEFAULT_OPTIONS.outOfOrderRate})
+  --value-format <f>        case events as json, or avro / protobuf in the Confluent wire
+                            format, served by an in-process schema registry (default ${DEFAULT_OPTIONS.valueFormat})
 
 Steady load (latency; the production cadence unless set otherwise)
   --rate <events/s>         produce this many events a second…
@@ -193,6 +198,7 @@ const FLAGS = {
   'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
   'log-file': { key: 'logFile', schema: z.string().min(1) },
   report: { key: 'reportFile', schema: z.string().min(1) },
+  'value-format': { key: 'valueFormat', schema: z.string().toLowerCase().pipe(z.enum(['json', 'avro', 'protobuf'])) },
 } as const satisfies Record<string, { key: keyof LocalOptions; schema: z.ZodType }>;
 
 export class OptionsError extends Error {

@@ -50,6 +50,7 @@ import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
 import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
 import { writeReport } from './html-report';
+import { describeValueFormat, useValueFormat } from './value-format';
 import { SimulatedLambda } from './lambda';
 import { SimulatedMapping } from './mapping';
 import { keyedDraw } from './random';
@@ -256,6 +257,11 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
 
     const stream = generateStream(options);
     out.write(`${describeStream(stream, options)}\n`);
+    const registry = options.valueFormat === 'json' ? undefined : await useValueFormat(stream, options.valueFormat);
+    if (registry !== undefined) {
+      background.push(new Promise<void>((resolve) => stoppers.push(() => void registry.close().then(resolve, resolve))));
+    }
+    out.write(`Case events: ${describeValueFormat(options.valueFormat)}${registry ? `, ${registry.encoded} records encoded` : ''}.\n`);
     if (options.logLevel !== 'SILENT') {
       sink = fileSink(options.logFile);
       out.write(`Function logs (${options.logLevel} and above, JSON): ${options.logFile}\n`);
@@ -300,7 +306,13 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     for (const [topic, names] of Object.entries(TOPIC_CONSUMERS)) {
       for (const name of names) {
         const consumer = consumers.get(name)!;
-        const deps = { consumer, config, logger: logger('ingest', name), metrics: new CapturingMetrics(metricLog, name) };
+        const deps = {
+          consumer,
+          config,
+          logger: logger('ingest', name),
+          metrics: new CapturingMetrics(metricLog, name),
+          ...(registry ? { schemaSource: registry.source } : {}),
+        };
         const live = createIngestHandler({
           ...deps,
           sql: await as(ingestRoleOf(consumer), options.pollers),
@@ -707,7 +719,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const headline = interrupted
       ? `Interrupted after ${seconds}: the summary above is what ran so far; the checks need a finished run.`
       : failed.length === 0
-        ? `All ${checks.length} checks passed in ${seconds}.`
+        ? `All ${checks.length} checks passed in ${seconds} (case events: ${describeValueFormat(options.valueFormat)}).`
         : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.`;
 
     // The report is a view of the run: failing to write it says so, and changes no outcome.
