@@ -4,7 +4,9 @@
  * Records per second through the ingest handler (warm, 1 KiB payloads, 500-record MSK
  * batches, one invocation after another as one container runs them), against the fastest
  * way this table takes the same rows on this machine: one COPY of all of them. Also the
- * bare set-based INSERT of pre-decoded rows, which shows what decoding costs.
+ * bare set-based INSERT of pre-decoded rows, which shows what decoding costs, and the same
+ * events as Avro values in the Confluent wire format (writer schema from an in-process
+ * Confluent REST registry, fetched once and cached as in a container), beside the JSON ones.
  *
  * Each phase starts from an empty table (TRUNCATE) and runs `--rounds` times; the median
  * is printed. Figures are as measured on a shared machine: compare ratios, not absolutes.
@@ -22,6 +24,8 @@ import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
+import { confluentFetcher, createSchemaSource } from '../functions/ingest/schema-source';
+import { avroEncoder, CASE_AVRO_SCHEMA, caseEventToAvro, confluentFrame, startLocalRegistry } from '../tools/registry-values';
 
 // A benchmark's metrics go nowhere; Powertools would print them to stdout.
 process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
@@ -80,6 +84,34 @@ function copyLine(r: InboxInsert): string {
   ].map(copyField).join('\t') + '\n';
 }
 
+/** The bench's case envelope as Avro: the case schema with the payload's 1 KiB `note`. */
+const BENCH_AVRO_SCHEMA = {
+  ...CASE_AVRO_SCHEMA,
+  name: 'BenchCaseEvent',
+  fields: CASE_AVRO_SCHEMA.fields.map((f) =>
+    f.name === 'payload'
+      ? {
+          name: 'payload',
+          type: {
+            type: 'record',
+            name: 'BenchPayload',
+            fields: [
+              { name: 'caseId', type: 'string' },
+              { name: 'acceptedAt', type: { type: 'long', logicalType: 'timestamp-millis' } },
+              { name: 'note', type: 'string' },
+            ],
+          },
+        }
+      : f,
+  ),
+};
+const AVRO_SCHEMA_ID = 1;
+const encodeAvro = avroEncoder(BENCH_AVRO_SCHEMA);
+function avroValue(n: number): Buffer {
+  const e = envelope(n);
+  return confluentFrame(AVRO_SCHEMA_ID, encodeAvro({ ...caseEventToAvro(e), payload: { caseId: e.payload.caseId, acceptedAt: BigInt(Date.parse(e.payload.acceptedAt)), note: e.payload.note } }));
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -92,6 +124,7 @@ async function timed(fn: () => Promise<void>): Promise<number> {
 }
 
 const server = await benchServer();
+const registry = await startLocalRegistry([{ id: AVRO_SCHEMA_ID, schema: JSON.stringify(BENCH_AVRO_SCHEMA) }]);
 const sql = postgres(server.url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
 try {
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
@@ -107,6 +140,16 @@ try {
   });
   const events: KafkaEvent[] = [];
   for (let i = 0; i < records.length; i += BATCH) events.push(mskEvent(records.slice(i, i + BATCH)));
+  const avroRecords = spreadRecords({
+    topic: TOPIC,
+    partitions: PARTITIONS,
+    count: RECORDS,
+    value: (n) => avroValue(n),
+    key: (n) => `case_${n}`,
+    headers: (n) => ({ traceparent: `00-${n.toString(16).padStart(32, '0')}-00f067aa0ba902b7-01` }),
+  });
+  const avroEvents: KafkaEvent[] = [];
+  for (let i = 0; i < avroRecords.length; i += BATCH) avroEvents.push(mskEvent(avroRecords.slice(i, i + BATCH)));
   const decoded = events.map((e) =>
     recordsOf(e).map((r) => {
       const d = decodeRecord(r, consumer, { maxPayloadBytes: 256 * 1024 });
@@ -123,6 +166,14 @@ try {
     logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
     metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
   });
+  const avroHandler = createIngestHandler({
+    sql,
+    consumer,
+    config: { maxPayloadBytes: 256 * 1024 },
+    logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
+    metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
+    schemaSource: createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 })),
+  });
   let request = 0;
 
   const phases: Record<string, () => Promise<void>> = {
@@ -130,6 +181,12 @@ try {
       for (const e of events) {
         const r = await handler(e, { awsRequestId: `bench-${++request}` });
         if (r.batchItemFailures.length > 0) throw new Error('bench batch reported failures');
+      }
+    },
+    avro: async () => {
+      for (const e of avroEvents) {
+        const r = await avroHandler(e, { awsRequestId: `bench-${++request}` });
+        if (r.batchItemFailures.length > 0) throw new Error('bench Avro batch reported failures');
       }
     },
     insert: async () => {
@@ -150,8 +207,9 @@ try {
   // Warm up every path (JIT, plans, buffers), then measure from empty tables.
   await truncate();
   await handler(events[0]!, { awsRequestId: 'warm-up' });
+  await avroHandler(avroEvents[0]!, { awsRequestId: 'warm-up-avro' });
   await truncate();
-  const seconds: Record<string, number[]> = { handler: [], insert: [], copy: [] };
+  const seconds: Record<string, number[]> = { handler: [], avro: [], insert: [], copy: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, run] of Object.entries(phases)) {
       await truncate();
@@ -165,16 +223,19 @@ try {
   const rate = (name: string) => RECORDS / median(seconds[name]!);
   const copyRate = rate('copy');
   console.log(`\ningest benchmark: ${RECORDS} records, 1 KiB payloads, ${BATCH}-record batches over ${PARTITIONS} partitions, median of ${ROUNDS}`);
-  for (const name of ['handler', 'insert', 'copy']) {
+  for (const name of ['handler', 'avro', 'insert', 'copy']) {
     console.log(
       `  ${name.padEnd(8)} ${Math.round(rate(name)).toString().padStart(8)} records/s   ${(rate(name) / copyRate).toFixed(2)} × COPY`,
     );
   }
   console.log(`\n  handler / COPY = ${(rate('handler') / copyRate).toFixed(2)}  (aim ≥ 0.5)`);
+  console.log(`  avro / handler = ${(rate('avro') / rate('handler')).toFixed(2)}  (Avro values beside JSON ones; registry lookups: ${registry.requests()})`);
   console.log('  handler: decode + validate + one INSERT … ON CONFLICT per batch (no poison: no BEGIN/COMMIT), via createIngestHandler');
+  console.log('  avro:    the same events as Avro in the Confluent wire format: framing, writer schema (cached), avsc, typed JSON, then as handler');
   console.log('  insert:  the same INSERT of pre-decoded rows (what decoding costs = insert − handler)');
   console.log('  copy:    one COPY of all rows, pre-built text, into the same table and indexes');
 } finally {
   await sql.end({ timeout: 5 });
+  await registry.close();
   await server.stop();
 }

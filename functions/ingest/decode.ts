@@ -261,6 +261,8 @@ type ValueRoute =
   | { kind: 'source-without-registry' }
   | { kind: 'poison'; code: PoisonCode; message: string };
 
+const JSON_ROUTE: ValueRoute = { kind: 'json' };
+
 function routeOf(head: Uint8Array, record: KafkaRecord, schemas: ValueSchemas): ValueRoute {
   const meta = valueSchemaOf(record);
   if (meta !== null && BINARY_FORMATS.has(meta.format)) {
@@ -403,7 +405,9 @@ function decodeValue(
   let textBytes: Uint8Array = bytes;
   let converted: string | null = null;
   let binaryRaw: Raw | null = null;
-  const route = routeOf(bytes, record, schemas);
+  // The common record (plain JSON, no metadata, no pinned schema) skips the routing.
+  const route: ValueRoute =
+    bytes[0] === OPEN_BRACE && record.valueSchemaMetadata === undefined && schemas.pinned === undefined ? JSON_ROUTE : routeOf(bytes, record, schemas);
   if (route.kind === 'poison') return fail(route.code, route.message, { text: value, encoding: 'base64' });
   if (route.kind === 'source-without-registry') {
     const meta = valueSchemaOf(record)!;

@@ -26,14 +26,20 @@ const BACKSLASH = 0x5c;
 export function jsonDepth(text: Uint8Array, stopAt: number): number {
   let depth = 0;
   let deepest = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const c = text[i]!;
-    if (inString) {
-      if (c === BACKSLASH) i++;
-      else if (c === QUOTE) inString = false;
-    } else if (c === QUOTE) {
-      inString = true;
+    if (c === QUOTE) {
+      // Skip the string natively: its closing quote is the next one not escaped, i.e. not
+      // preceded by an odd run of backslashes. Most of a value's bytes are inside strings.
+      let end = text.indexOf(QUOTE, i + 1);
+      while (end !== -1) {
+        let backslashes = 0;
+        while (text[end - 1 - backslashes] === BACKSLASH) backslashes++;
+        if (backslashes % 2 === 0) break;
+        end = text.indexOf(QUOTE, end + 1);
+      }
+      if (end === -1) return deepest;
+      i = end;
     } else if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
       if (++depth > deepest) {
         deepest = depth;
