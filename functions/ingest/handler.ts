@@ -12,7 +12,7 @@ import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
 import { wakeUpClient, type WorkerTarget } from '../worker/wake-up';
 import { schemaRegistrySchema } from '../consumers/schema-registry';
-import { createIngestHandler, failEveryPartition } from './ingest';
+import { createIngestHandler, failEveryPartition, serverSafe } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 
@@ -47,7 +47,7 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
       } catch (error) {
         // No client (e.g. no IAM token could be signed): nothing was stored, redeliver it all.
         const response = { batchItemFailures: failEveryPartition(event) };
-        logger.error('no database client', { error: classifyError(error).message, batchItemFailures: response.batchItemFailures.length });
+        logger.error('no database client', { ...serverSafe(classifyError(error)), batchItemFailures: response.batchItemFailures.length });
         count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
         return response;
       }

@@ -196,10 +196,11 @@ describe('bad input', () => {
   it('no log line of a batch of bad and good values carries a value\'s text', async () => {
     const secret = `s3cret-${randomUUID()}`;
     const lines: string[] = [];
-    const spy = vi.spyOn(process.stdout, 'write').mockImplementation((chunk: string | Uint8Array) => {
+    const capture = (chunk: string | Uint8Array) => {
       lines.push(String(chunk));
       return true;
-    });
+    };
+    const spies = [vi.spyOn(process.stdout, 'write').mockImplementation(capture), vi.spyOn(process.stderr, 'write').mockImplementation(capture)];
     const logger = new Logger({ serviceName: 'ingest-log-test', logLevel: 'DEBUG' });
     try {
       const ingest = ingestWithRegistry(logger, 4096);
@@ -212,13 +213,17 @@ describe('bad input', () => {
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 5, value: caseAccepted(undefined, { payload: { blob: secret.repeat(200) } }) }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 6, value: confluentFrame(AVRO_ID, Buffer.from(secret)) }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 7, value: `${'['.repeat(100)}"${secret}"` }),
+          // Passes the envelope schema, but PostgreSQL refuses the date (22008) and its message quotes it.
+          mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 8, value: caseAccepted(undefined, { occurredAt: '0000-01-01T01:02:03.456789Z' }) }),
         ]),
       );
     } finally {
-      spy.mockRestore();
+      for (const spy of spies) spy.mockRestore();
     }
     const output = lines.join('');
     expect(output).toContain('ingest batch');
+    expect(output).toMatch(/"message":"ingest store failed, stepping down".*"sqlState":"22008"/);
     expect(output).not.toContain(secret);
+    expect(output).not.toContain('0000-01-01');
   });
 });
