@@ -21,7 +21,6 @@ import {
   caseEventToProto,
   confluentFrame,
   confluentMessageIndexes,
-  glueFrame,
   protobufEncoder,
   startLocalRegistry,
 } from '../../../tools/registry-values';
