@@ -1,0 +1,99 @@
+/**
+ * The registry clients the ingest function reads writer schemas with: Glue GetSchemaVersion
+ * and the Confluent registry's secret (AWS APIs mocked with aws-sdk-client-mock, the exact
+ * commands asserted), and the Confluent REST request itself.
+ */
+import { EntityNotFoundException, GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
+import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { mockClient } from 'aws-sdk-client-mock';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  confluentFetcher,
+  glueFetcher,
+  RegistryUnavailableError,
+  SchemaNotFoundError,
+  secretCredentials,
+} from '../../../functions/ingest/schema-source';
+
+const VERSION_ID = 'b7a3c8e2-5f14-4d6a-9c0b-1e2f3a4b5c6d';
+const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:confluent/payments-AbC123';
+
+const glue = mockClient(GlueClient);
+const secrets = mockClient(SecretsManagerClient);
+afterEach(() => {
+  glue.reset();
+  secrets.reset();
+});
+
+describe('glueFetcher', () => {
+  it('asks GetSchemaVersion for the value\'s schema version id, and nothing else', async () => {
+    glue.on(GetSchemaVersionCommand).resolves({ SchemaDefinition: '"string"', DataFormat: 'AVRO', SchemaVersionId: VERSION_ID });
+
+    const schema = await glueFetcher(new GlueClient({ region: 'eu-west-1' }))({ registry: 'glue', versionId: VERSION_ID });
+
+    expect(schema).toEqual({ format: 'AVRO', definition: '"string"' });
+    expect(glue.calls().map((c) => [c.args[0].constructor.name, c.args[0].input])).toEqual([['GetSchemaVersionCommand', { SchemaVersionId: VERSION_ID }]]);
+  });
+
+  it('EntityNotFoundException is SchemaNotFoundError; throttling and other errors are RegistryUnavailableError', async () => {
+    const fetcher = glueFetcher(new GlueClient({ region: 'eu-west-1' }));
+    glue.on(GetSchemaVersionCommand).rejects(new EntityNotFoundException({ message: 'no such version', $metadata: {} }));
+    await expect(fetcher({ registry: 'glue', versionId: VERSION_ID })).rejects.toBeInstanceOf(SchemaNotFoundError);
+
+    glue.reset();
+    glue.on(GetSchemaVersionCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    await expect(fetcher({ registry: 'glue', versionId: VERSION_ID })).rejects.toBeInstanceOf(RegistryUnavailableError);
+  });
+});
+
+describe('the Confluent registry', () => {
+  it('sends GET /schemas/ids/{id} with basic auth from the secret, read once', async () => {
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: JSON.stringify({ username: 'reader', password: 'pw' }) });
+    const requests: Array<{ url: string; authorization: string | undefined }> = [];
+    const fetcher = confluentFetcher({
+      url: 'https://registry.example.com/',
+      credentials: secretCredentials(new SecretsManagerClient({ region: 'eu-west-1' }), SECRET_ARN),
+      timeoutMs: 1_000,
+      fetch: (async (url: string, init: RequestInit) => {
+        requests.push({ url, authorization: (init.headers as Record<string, string>).authorization });
+        return new Response(JSON.stringify({ schema: 'syntax = "proto3"; message M {}', schemaType: 'PROTOBUF' }), { status: 200 });
+      }) as unknown as typeof fetch,
+    });
+
+    const first = await fetcher({ registry: 'confluent', id: 7 });
+    await fetcher({ registry: 'confluent', id: 8 });
+
+    expect(first).toEqual({ format: 'PROTOBUF', definition: 'syntax = "proto3"; message M {}' });
+    const basic = `Basic ${Buffer.from('reader:pw').toString('base64')}`;
+    expect(requests).toEqual([
+      { url: 'https://registry.example.com/schemas/ids/7', authorization: basic },
+      { url: 'https://registry.example.com/schemas/ids/8', authorization: basic },
+    ]);
+    expect(secrets.calls().map((c) => c.args[0].input)).toEqual([{ SecretId: SECRET_ARN }]);
+  });
+
+  it('a secret without username and password makes the registry unavailable, not the record poison', async () => {
+    secrets.on(GetSecretValueCommand).resolves({ SecretString: '{"apiKey":"x"}' });
+    const fetcher = confluentFetcher({
+      url: 'https://registry.example.com',
+      credentials: secretCredentials(new SecretsManagerClient({ region: 'eu-west-1' }), SECRET_ARN),
+      timeoutMs: 1_000,
+      fetch: (async () => new Response('{}')) as unknown as typeof fetch,
+    });
+
+    await expect(fetcher({ registry: 'confluent', id: 1 })).rejects.toBeInstanceOf(RegistryUnavailableError);
+  });
+
+  it.each([
+    [404, SchemaNotFoundError],
+    [401, RegistryUnavailableError],
+    [500, RegistryUnavailableError],
+  ])('HTTP %i is %o', async (status, kind) => {
+    const fetcher = confluentFetcher({
+      url: 'https://registry.example.com',
+      timeoutMs: 1_000,
+      fetch: (async () => new Response('{"error_code":40403}', { status })) as unknown as typeof fetch,
+    });
+    await expect(fetcher({ registry: 'confluent', id: 1 })).rejects.toBeInstanceOf(kind);
+  });
+});
