@@ -15,24 +15,11 @@ import type { AddressInfo } from 'node:net';
 import { deflateSync } from 'node:zlib';
 import avro from 'avsc';
 import protobuf from 'protobufjs';
-
-/** Avro long as bigint, both ways: a producer's 64-bit integers beyond 2^53 stay exact. */
-const ProducerLong = avro.types.LongType.__with({
-  fromBuffer: (buf: Buffer) => buf.readBigInt64LE(),
-  toBuffer: (n: bigint) => {
-    const buf = Buffer.alloc(8);
-    buf.writeBigInt64LE(BigInt(n));
-    return buf;
-  },
-  fromJSON: (v: number | string) => BigInt(v),
-  toJSON: (n: bigint) => Number(n),
-  isValid: (n: unknown) => typeof n === 'bigint',
-  compare: (a: bigint, b: bigint) => (a < b ? -1 : a > b ? 1 : 0),
-});
+import { BigIntLong } from '../functions/ingest/writer-schema';
 
 /** An Avro binary encoder for `schema` (no logical types: the producer writes the underlying values). */
 export function avroEncoder(schema: object): (value: unknown) => Buffer {
-  const anyLong = (s: avro.Schema) => (s === 'long' || (typeof s === 'object' && s !== null && (s as { type?: unknown }).type === 'long') ? ProducerLong : undefined);
+  const anyLong = (s: avro.Schema) => (s === 'long' || (typeof s === 'object' && s !== null && (s as { type?: unknown }).type === 'long') ? BigIntLong : undefined);
   const type = avro.Type.forSchema(schema as avro.Schema, { typeHook: anyLong as avro.ForSchemaOptions['typeHook'], wrapUnions: 'auto' });
   return (value) => type.toBuffer(value);
 }

@@ -48,7 +48,8 @@ export class SchemaCompileError extends Error {
 
 // ---- Avro -------------------------------------------------------------------------------
 
-const LongType = avro.types.LongType.__with({
+/** Avro's long as a bigint, both ways (avsc's own refuses values beyond 2^53). Producers in tests and tools share it. */
+export const BigIntLong = avro.types.LongType.__with({
   fromBuffer: (buf: Buffer) => buf.readBigInt64LE(),
   toBuffer: (n: bigint) => {
     const buf = Buffer.alloc(8);
@@ -135,14 +136,14 @@ const LOGICAL_TYPES = {
 function longHook(): (schema: avro.Schema) => avro.Type | undefined {
   const seen = new WeakSet<object>();
   return (schema) => {
-    if (schema === 'long') return LongType;
+    if (schema === 'long') return BigIntLong;
     if (typeof schema !== 'object' || schema === null || (schema as { type?: unknown }).type !== 'long') return undefined;
     const logical = (schema as { logicalType?: unknown }).logicalType;
     if (typeof logical === 'string' && logical in LOGICAL_TYPES && !seen.has(schema)) {
       seen.add(schema);
       return undefined;
     }
-    return LongType;
+    return BigIntLong;
   };
 }
 
