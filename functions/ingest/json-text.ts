@@ -125,7 +125,8 @@ function scalar(value: unknown): string | null {
 
 /** A protobufjs 64-bit integer (the `long` package's Long). */
 function isLong(value: object): boolean {
-  return (protobuf.util.Long as unknown as { isLong(v: unknown): boolean }).isLong(value);
+  const Long = protobuf.util.Long as unknown as { isLong(v: unknown): boolean } | null;
+  return Long !== null && Long.isLong(value);
 }
 
 function open(value: object): Frame {
