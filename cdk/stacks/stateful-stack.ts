@@ -240,8 +240,9 @@ export class StatefulStack extends Stack {
     if (relayDeployed(config)) {
       securityGroup.addIngressRule(this.kafkaClientSecurityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the outbox relay');
     }
-    // A mapping with a Glue schema registry fetches schemas from the pollers' subnets; the
-    // functions never call Glue, so only the pollers' group is admitted.
+    // A consumer with a Glue schema registry reads schemas twice: its mapping's pollers
+    // (validation, JSON conversion) and its ingest function (decoding a SOURCE-format value by
+    // its writer schema). Both reach Glue through this endpoint; nothing else is admitted.
     if (config.consumers.some((c) => c.schemaRegistry?.type === 'glue')) {
       const glue = this.vpc.addInterfaceEndpoint('Glue', {
         service: ec2.InterfaceVpcEndpointAwsService.GLUE,
@@ -250,6 +251,7 @@ export class StatefulStack extends Stack {
         open: false,
       });
       glue.connections.allowDefaultPortFrom(securityGroup, 'MSK event-source mapping pollers: Glue schema registry');
+      glue.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Ingest functions: Glue schema registry');
     }
     const cluster = new msk.CfnServerlessCluster(this, 'DevKafka', {
       clusterName: `${this.stackName}-dev`.slice(0, 64),

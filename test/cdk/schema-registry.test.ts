@@ -187,7 +187,7 @@ describe('a Confluent registry set by a stage', () => {
 });
 
 describe('a Glue registry on a dev cluster', () => {
-  it('adds a Glue interface endpoint that admits only the dev cluster\'s pollers', () => {
+  it('adds a Glue interface endpoint that admits only the dev cluster\'s pollers and the functions', () => {
     const s = synthesize({
       bundle: false,
       overrides: { consumers: { 'case-sla': { schemaRegistry: { type: 'glue', registryArn: REGISTRY_ARN } } } },
@@ -203,7 +203,10 @@ describe('a Glue registry on a dev cluster', () => {
     const ingress = Object.values(s.stateful.findResources('AWS::EC2::SecurityGroupIngress') as Resources)
       .map((r) => r.Properties)
       .filter((p) => p.GroupId['Fn::GetAtt'][0] === endpointGroup);
-    expect(ingress.map((p) => [p.FromPort, p.SourceSecurityGroupId['Fn::GetAtt'][0]])).toEqual([[443, expect.stringMatching(/^DevKafkaSecurityGroup/)]]);
+    expect(ingress.map((p) => [p.FromPort, p.SourceSecurityGroupId['Fn::GetAtt'][0]])).toEqual([
+      [443, expect.stringMatching(/^DevKafkaSecurityGroup/)],
+      [443, expect.stringMatching(/^FunctionSecurityGroup/)],
+    ]);
     // The defaults were filled in: the value, converted to JSON.
     expect(s.config.consumers.find((c) => c.name === 'case-sla')!.schemaRegistry).toEqual({
       type: 'glue',
