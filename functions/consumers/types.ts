@@ -168,6 +168,21 @@ export interface ConsumerDeclaration {
   emits?: Readonly<Record<string, EmittedEventDeclaration>>;
   /** 'continue' when omitted. */
   quarantinePolicy?: QuarantinePolicy;
+  /**
+   * The tables outside the inbox that the handlers (and the audit trail) use, schema-qualified,
+   * with what they do on each. The migration step grants exactly these to the consumer's
+   * worker role, and to its ingest role when the consumer is inline; no other consumer's
+   * role gets them. A statement on a table not named here fails with SQLSTATE 42501.
+   */
+  tables?: Readonly<Record<string, TablePrivileges>>;
+}
+
+/** What a consumer's code does on one of its tables: a privilege on all columns (`true`) or on some. */
+export interface TablePrivileges {
+  select?: true | readonly string[];
+  insert?: true | readonly string[];
+  update?: true | readonly string[];
+  delete?: true;
 }
 
 /** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */

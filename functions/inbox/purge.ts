@@ -31,14 +31,16 @@ export function effectivePayloadRetentionDays(policy: RetentionPolicy): number {
   return Math.min(policy.payloadRetentionDays, policy.dedupeWindowDays);
 }
 
-/** Drop the heavy columns of finished rows older than the payload retention. */
+/**
+ * Drop the heavy columns of finished rows older than the payload retention. Setting
+ * payload_purged_at is the whole statement: the table's trigger writes the purged form
+ * (empty payload and headers, no error detail), and the reaper's role may not write a
+ * payload or headers at all (migrations/0130).
+ */
 export async function purgePayloads(q: Queryable, consumerName: string, policy: RetentionPolicy, limit: number): Promise<number> {
   const result = await q`
     update integration.consumer_inbox
-    set payload = '{}'::jsonb,
-        headers = '{}'::jsonb,
-        error_detail = null,
-        payload_purged_at = now(),
+    set payload_purged_at = now(),
         updated_at = now()
     where inbox_id = any(array(
         select inbox_id
