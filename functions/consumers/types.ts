@@ -5,6 +5,7 @@
  */
 import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
+import type { TablePrivileges } from '../lib/database-roles';
 import type { SchemaRegistryDeclaration } from './schema-registry';
 
 /** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
@@ -144,6 +145,8 @@ export interface EmittedEventDeclaration {
 /** Writes a consumer's audit entries into its domain's audit table, in the handler's transaction. */
 export type AuditTrail = (tx: TransactionSql, consumerName: string, entries: readonly AuditEntry[]) => Promise<void>;
 
+export type { TablePrivileges };
+
 export interface ConsumerDeclaration {
   /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
   name: string;
@@ -177,13 +180,6 @@ export interface ConsumerDeclaration {
   tables?: Readonly<Record<string, TablePrivileges>>;
 }
 
-/** What a consumer's code does on one of its tables: a privilege on all columns (`true`) or on some. */
-export interface TablePrivileges {
-  select?: true | readonly string[];
-  insert?: true | readonly string[];
-  update?: true | readonly string[];
-  delete?: true;
-}
 
 /** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */
 export function emitsEvents(consumer: Pick<ConsumerDeclaration, 'emits'>): boolean {

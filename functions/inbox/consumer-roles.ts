@@ -13,9 +13,8 @@
  * One transaction: a deploy whose declarations do not fit (two consumers mapping to one
  * role, a table that does not exist) changes nothing and fails the deployment.
  */
-import type { ConsumerDeclaration, TablePrivileges } from '../consumers/types';
 import type { Sql, TransactionSql } from '../lib/db';
-import { consumerRolesOf, type ConsumerRole } from '../lib/database-roles';
+import { consumerRolesOf, type ConsumerRole, type ConsumerRoleDeclaration, type TablePrivileges } from '../lib/database-roles';
 
 export class ConsumerRoleError extends Error {
   constructor(message: string) {
@@ -35,7 +34,7 @@ export interface ProvisionResult {
 const INBOX_SCHEMA = 'integration';
 const PRIVILEGES = ['select', 'insert', 'update', 'delete'] as const;
 
-export async function provisionConsumerRoles(sql: Sql, consumers: readonly Pick<ConsumerDeclaration, 'name' | 'mode' | 'tables'>[]): Promise<ProvisionResult> {
+export async function provisionConsumerRoles(sql: Sql, consumers: readonly ConsumerRoleDeclaration[]): Promise<ProvisionResult> {
   const roles = consumerRolesOf(consumers);
   const seen = new Map<string, string>();
   for (const r of roles) {

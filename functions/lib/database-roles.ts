@@ -5,7 +5,27 @@
  * functions' `rds-db:connect` permissions and DB_IAM_USER; the local run and the tests
  * connect each function as its role, so a missing grant fails a test, not a deploy.
  */
-import type { Mode } from '../consumers/types';
+
+/** A consumer's mode, as its declaration says it (functions/consumers/types.ts). */
+type Mode = 'deferred' | 'inline';
+
+/**
+ * What a consumer's code does on one of its own tables (its declaration's `tables`): a
+ * privilege on all columns (`true`) or on some.
+ */
+export interface TablePrivileges {
+  select?: true | readonly string[];
+  insert?: true | readonly string[];
+  update?: true | readonly string[];
+  delete?: true;
+}
+
+/** What the consumer roles' step reads of a declaration. */
+export interface ConsumerRoleDeclaration {
+  name: string;
+  mode: Mode;
+  tables?: Readonly<Record<string, TablePrivileges>>;
+}
 
 export const DatabaseRoles = {
   /** Every ingest function's group: stores inbox and poison rows. */
