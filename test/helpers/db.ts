@@ -3,7 +3,7 @@
  *
  *   const db = await useTestDatabase();   // in a describe / at file top level
  *   db.sql`...`, db.url                     // the owner's client (arrange, assert) and its URL
- *   db.as(DatabaseRoles.worker)             // a client as a function's own role: the code under test
+ *   db.as(workerRoleOf(caseProjection))     // a client as a function's own role: the code under test
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';

@@ -10,6 +10,7 @@ import { z } from 'zod';
 import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
 import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { ingestRoleOf } from '../../../functions/lib/database-roles';
 import { RetryableError } from '../../../functions/lib/errors';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
@@ -48,7 +49,7 @@ const recording: ConsumerDeclaration = {
 // The test consumer's own roles, as the migration step provisions a declared consumer's:
 // its ingest role gets the table its declaration names (and the table's sequence).
 await db.provision([...CONSUMERS, recording]);
-await sql`grant usage on sequence public.inline_applied_seq_seq to inbox_ingest_review_inline`;
+await sql`grant usage on sequence public.inline_applied_seq_seq to ${sql(ingestRoleOf(recording))}`;
 
 async function statusOf(eventId: string): Promise<{ status: string; attempt_count: number; locked_by: string | null }> {
   const [row] = await sql<{ status: string; attempt_count: number; locked_by: string | null }[]>`
