@@ -1,16 +1,18 @@
--- One database role per consumer and function kind, and row-level security so that a
--- consumer's role sees and changes only its own consumer's rows (README "Security").
+-- One database role per consumer and function kind, and the guards that keep a consumer's
+-- role to its own consumer's rows: row-level security, and own-rows triggers on the inbox's
+-- and the lanes' writes (README "Security").
 --
 -- Several teams' consumers share one stage. A bug or a compromised dependency in one
--- consumer's handler runs with its function's database role; before this migration that
--- role (inbox_worker, inbox_ingest) was shared by every consumer's function of that kind.
--- Now each ingest and worker function logs in as its consumer's own role,
---   inbox_ingest_<consumer>   member of inbox_ingest (and of inbox_ingest_inline when inline)
+-- consumer's handler runs with its function's database role, so that role must not be
+-- shared with another consumer's function of the same kind. Each ingest and worker
+-- function logs in as its consumer's own role,
+--   inbox_ingest_<consumer>   member of inbox_ingest (of inbox_ingest_inline, itself a member
+--                             of inbox_ingest, when the consumer is inline)
 --   inbox_worker_<consumer>   member of inbox_worker
 -- (the consumer's name with '-' as '_'), created by the migration step that reads the
 -- consumer declarations (functions/inbox/consumer-roles.ts), after the files. The kind
--- roles keep the grants every consumer of that kind uses on the shared tables and can no
--- longer log in; a consumer's domain tables are granted to its own roles only.
+-- roles keep the grants every consumer of that kind uses on the shared tables and cannot
+-- log in; a consumer's domain tables are granted to its own roles only.
 --
 -- The reaper, the ops function and the relay keep their cross-consumer work: on Aurora a
 -- role that is not a superuser cannot have BYPASSRLS, so each of them has a policy of its
@@ -20,7 +22,7 @@
 
 -- ---------------------------------------------------------------------------------------
 -- Which consumer a role serves: written by the migration step for the declared consumers.
--- A removed consumer's row stays, retired: its role can no longer log in, and should it
+-- A removed consumer's row stays, retired: its role cannot log in, and should it
 -- ever connect again its policies match no row.
 create table integration.consumer_role (
     role_name      name primary key,
@@ -167,7 +169,7 @@ revoke usage on schema public from inbox_worker, inbox_ingest_inline;
 -- ---------------------------------------------------------------------------------------
 -- The reaper's purge sets payload_purged_at; the row's purged form (empty payload and
 -- headers, no error detail) is written by this trigger, whoever purges. The reaper's
--- UPDATE grant no longer covers payload and headers: it cannot write an arbitrary payload,
+-- UPDATE grant does not cover payload and headers: it cannot write an arbitrary payload,
 -- only forget one, and only a finished row's (the check below).
 create function integration.consumer_inbox_purged_form() returns trigger
 language plpgsql
@@ -196,7 +198,7 @@ alter table integration.consumer_inbox validate constraint consumer_inbox_purged
 revoke update (payload, headers) on integration.consumer_inbox from inbox_reaper;
 
 -- ---------------------------------------------------------------------------------------
--- The kind roles are groups now: a function logs in as its consumer's role. (A kind role
+-- The kind roles of ingest and worker are groups: a function logs in as its consumer's role. (A kind role
 -- that logged in would match no consumer's rows anyway.) Roles belong to the server; a
 -- migration of another database on it may have done this already.
 do $$
