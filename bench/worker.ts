@@ -30,10 +30,13 @@ import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import postgres from 'postgres';
-import { getConsumer } from '../functions/consumers';
+import { CONSUMERS, getConsumer } from '../functions/consumers';
+import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
+import { workerRoleOf } from '../functions/lib/database-roles';
 import { createIngestHandler } from '../functions/ingest/ingest';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { prepareRoleLogins, roleUrl } from '../tools/database-roles';
 import { withDatabase } from '../tools/database-url';
 import { mskEvent, spreadRecords } from '../tools/msk-events';
 import { graphilePeer } from './_graphile';
@@ -83,6 +86,8 @@ async function database(template?: string): Promise<Database> {
   const sql = postgres(url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
   if (template === undefined) {
     await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+    await provisionConsumerRoles(sql, CONSUMERS);
+    await prepareRoleLogins(admin as unknown as Sql, server.url);
   }
   return { name, url, sql };
 }
@@ -188,7 +193,8 @@ async function drain(db: Database, n: number): Promise<{ seconds: number; proces
         execArgv: ['--import', 'tsx'],
         env: {
           ...process.env,
-          DATABASE_URL: db.url,
+          // As in AWS, the worker connects as its consumer's own role (row security and all).
+          DATABASE_URL: roleUrl(server.url, workerRoleOf(consumer), db.name),
           CONSUMER_NAME: consumer.name,
           POWERTOOLS_METRICS_DISABLED: 'true',
           POWERTOOLS_LOG_LEVEL: 'SILENT',

@@ -10,7 +10,8 @@
  */
 import { createHmac } from 'node:crypto';
 import type { Sql } from '../functions/lib/db';
-import { RUNTIME_ROLES, type DatabaseRole } from '../functions/lib/database-roles';
+import { CONSUMERS } from '../functions/consumers/index';
+import { runtimeRoles, type DatabaseRole } from '../functions/lib/database-roles';
 import { withDatabase } from './database-url';
 
 function adminPassword(adminUrl: string): string {
@@ -32,13 +33,14 @@ export function roleUrl(adminUrl: string, role: DatabaseRole, database?: string)
 }
 
 /**
- * Give the roles (created by the migrations) their local passwords. `admin` is connected
- * with `adminUrl`. Serialized on an advisory lock: concurrent ALTER ROLE of one role fails
- * ("tuple concurrently updated").
+ * Give the roles the functions log in as (created by the migrations and the consumer
+ * roles' step; by default those of the declared consumers) their local passwords. `admin`
+ * is connected with `adminUrl`. Serialized on an advisory lock: concurrent ALTER ROLE of
+ * one role fails ("tuple concurrently updated").
  */
-export async function prepareRoleLogins(admin: Sql, adminUrl: string): Promise<void> {
+export async function prepareRoleLogins(admin: Sql, adminUrl: string, roles: readonly DatabaseRole[] = runtimeRoles(CONSUMERS)): Promise<void> {
   const passwords = Object.fromEntries(
-    RUNTIME_ROLES.flatMap((role) => {
+    roles.flatMap((role) => {
       const password = rolePassword(adminUrl, role);
       return password === undefined ? [] : [[role, password]];
     }),

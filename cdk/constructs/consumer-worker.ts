@@ -9,7 +9,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { reservedConcurrencyOf, type ConsumerStageConfig, type StageConfig } from '../config';
-import { DatabaseRoles } from '../../functions/lib/database-roles';
+import { workerRoleOf } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import type { Schedules } from './scheduled';
 
@@ -36,7 +36,7 @@ export class ConsumerWorker extends Construct {
       description: `Kafka inbox worker: ${consumer.name}`,
       memorySize: consumer.workerMemoryMb,
       timeout: Duration.seconds(consumer.workerTimeoutSeconds),
-      database: { role: DatabaseRoles.worker },
+      database: { role: workerRoleOf(consumer) },
       ...(reserved !== undefined ? { reservedConcurrentExecutions: reserved } : {}),
       environment: {
         CONSUMER_NAME: consumer.name,

@@ -14,7 +14,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as sam from 'aws-cdk-lib/aws-sam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
+import { runtimeRoles } from '../../functions/lib/database-roles';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { acknowledge } from '../constructs/nag';
 import type { InterfaceEndpoint, StageConfig } from '../config';
@@ -140,12 +140,13 @@ export class StatefulStack extends Stack {
     if (config.database.rdsProxy) {
       // End-to-end IAM authentication: the functions sign tokens for the proxy, and the
       // proxy signs its own for the database with its role, which may connect as the
-      // runtime roles and nothing else (not as the master user: it holds no secret).
+      // runtime roles (the cross-consumer functions' and each stage consumer's own) and nothing
+      // else (not as the master user: it holds no secret).
       const proxyRole = new iam.Role(this, 'ProxyRole', {
         assumedBy: new iam.ServicePrincipal('rds.amazonaws.com'),
         description: 'RDS Proxy: connects to Aurora as the inbox functions\' roles (IAM authentication)',
       });
-      for (const role of RUNTIME_ROLES) this.cluster.grantConnect(proxyRole, role);
+      for (const role of runtimeRoles(config.consumers)) this.cluster.grantConnect(proxyRole, role);
       this.proxy = this.cluster.addProxy('Proxy', {
         defaultAuthScheme: rds.DefaultAuthScheme.IAM_AUTH,
         role: proxyRole,

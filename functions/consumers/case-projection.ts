@@ -147,4 +147,9 @@ export const caseProjection: ConsumerDeclaration = {
   // A case's events build on each other: a quarantined one holds the rest of its case.
   quarantinePolicy: 'hold-aggregate',
   audit: caseAudit,
+  tables: {
+    // Upsert and versioned update of the summary.
+    'read_model.case_summary': { select: true, insert: true, update: true },
+    'case_core.case_audit': { insert: true },
+  },
 };

@@ -74,4 +74,9 @@ export const caseSla: ConsumerDeclaration = {
   emits: {
     [SLA_OBLIGATION_OPENED]: { topic: SLA_OBLIGATIONS_TOPIC, eventVersion: 1, aggregateType: 'case' },
   },
+  tables: {
+    // Insert-if-absent, and SELECT of what its RETURNING reads: did it open the obligation?
+    'case_core.sla_obligation': { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
+    'case_core.case_audit': { insert: true },
+  },
 };

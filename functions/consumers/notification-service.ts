@@ -34,4 +34,7 @@ export const notificationService: ConsumerDeclaration = {
   },
   retry: DEFAULT_RETRY,
   retention: DEFAULT_RETENTION,
+  tables: {
+    'public.notification_jobs': { insert: true },
+  },
 };

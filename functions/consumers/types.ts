@@ -5,6 +5,7 @@
  */
 import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
+import type { TablePrivileges } from '../lib/database-roles';
 import type { SchemaRegistryDeclaration } from './schema-registry';
 
 /** A consumer's own writer schema for its values (ConsumerDeclaration.valueSchema). */
@@ -152,6 +153,8 @@ export interface EmittedEventDeclaration {
 /** Writes a consumer's audit entries into its domain's audit table, in the handler's transaction. */
 export type AuditTrail = (tx: TransactionSql, consumerName: string, entries: readonly AuditEntry[]) => Promise<void>;
 
+export type { TablePrivileges };
+
 export interface ConsumerDeclaration {
   /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
   name: string;
@@ -182,7 +185,15 @@ export interface ConsumerDeclaration {
   emits?: Readonly<Record<string, EmittedEventDeclaration>>;
   /** 'continue' when omitted. */
   quarantinePolicy?: QuarantinePolicy;
+  /**
+   * The tables outside the inbox that the handlers (and the audit trail) use, schema-qualified,
+   * with what they do on each. The migration step grants exactly these to the consumer's
+   * worker role, and to its ingest role when the consumer is inline; no other consumer's
+   * role gets them. A statement on a table not named here fails with SQLSTATE 42501.
+   */
+  tables?: Readonly<Record<string, TablePrivileges>>;
 }
+
 
 /** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */
 export function emitsEvents(consumer: Pick<ConsumerDeclaration, 'emits'>): boolean {

@@ -3,9 +3,12 @@
  * It runs the project's one runner on the migrations/ folder that the bundling step copied
  * next to this bundle. Throwing fails the trigger, and with it the deployment. The one
  * function that uses the master credentials: it creates and owns every object, and the
- * functions' roles (migrations/0045_database_roles.sql).
+ * functions' roles (migrations/0045_database_roles.sql); after the files, the declared
+ * consumers' own roles and their tables' grants (functions/inbox/consumer-roles.ts).
  */
 import { fileURLToPath } from 'node:url';
+import { CONSUMERS } from '../consumers/index';
+import { provisionConsumerRoles } from '../inbox/consumer-roles';
 import { loadConfig } from '../lib/config';
 import { createSql } from '../lib/db';
 import { loadMigrations, migrate, type MigrateResult } from '../lib/migrate';
@@ -27,7 +30,8 @@ export async function handler(): Promise<MigrateResult> {
     const migrations = await loadMigrations(BUNDLED_MIGRATIONS_DIR);
     logger.info('migrating', { files: migrations.length });
     const result = await migrate(sql, migrations, (message) => logger.info(message));
-    logger.info('migrated', { applied: result.applied.length, alreadyApplied: result.alreadyApplied });
+    const roles = await provisionConsumerRoles(sql, CONSUMERS);
+    logger.info('migrated', { applied: result.applied.length, alreadyApplied: result.alreadyApplied, consumerRoles: roles.roles.length, retiredRoles: roles.retired });
     return result;
   } finally {
     await sql.end({ timeout: 5 });

@@ -13,7 +13,7 @@ import { seriesOf, widgetsOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { DatabaseRoles } from '../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, runtimeRoles, workerRoleOf } from '../../functions/lib/database-roles';
 import { actionsOf, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 let s: Synthesized;
@@ -324,11 +324,13 @@ describe('functions', () => {
   });
 });
 
-/** The database role each function must connect as, by its description. */
+/** The database role each function must connect as, by its description: an ingest's and a worker's is its consumer's own. */
 function expectedRole(description: string): string | undefined {
   if (description.includes('migrations')) return undefined;
-  if (description.startsWith('Kafka inbox ingest:')) return description.endsWith('(inline)') ? DatabaseRoles.ingestInline : DatabaseRoles.ingest;
-  if (description.startsWith('Kafka inbox worker:')) return DatabaseRoles.worker;
+  const ingest = /^Kafka inbox ingest: (\S+) \((deferred|inline)\)$/.exec(description);
+  if (ingest !== null) return ingestRoleOf({ name: ingest[1]! });
+  const worker = /^Kafka inbox worker: (\S+)$/.exec(description);
+  if (worker !== null) return workerRoleOf({ name: worker[1]! });
   if (description.startsWith('Kafka inbox reaper')) return DatabaseRoles.reaper;
   if (description.startsWith('Kafka inbox operator')) return DatabaseRoles.ops;
   if (description.startsWith('Kafka inbox outbox relay')) return DatabaseRoles.relay;
@@ -360,7 +362,10 @@ describe('database access in IAM', () => {
       for (const r of resources) expect(r).toContain(`":rds-db:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/`);
       if (role !== undefined) seen.add(role);
     }
-    expect([...seen].sort()).toEqual(Object.values(DatabaseRoles).sort());
+    // One user per consumer and function kind, and one per cross-consumer function: no two functions share a user.
+    expect([...seen].sort()).toEqual(runtimeRoles(CONSUMERS).sort());
+    expect(seen.size).toBe(inboxFunctions(s.stateless).length - 1);
+    expect([...seen]).toEqual(expect.arrayContaining(['inbox_worker_case_projection', 'inbox_ingest_notification_service']));
     // Without a proxy, the resource id the stateful stack publishes is the cluster's.
     expect(statefulParameterValue(s, 'connectResourceId')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'DBClusterResourceId'] });
     expect(statefulParameterValue(s, 'connectHost')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'Endpoint.Address'] });

@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, reservedConcurrencyOf, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { RUNTIME_ROLES } from '../../functions/lib/database-roles';
+import { runtimeRoles } from '../../functions/lib/database-roles';
 import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, EXISTING_NETWORK, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
 
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
@@ -232,7 +232,7 @@ describe('a production-shaped stage', () => {
     const statements = statementsOfRole(s.stateful, proxyRoleId);
     expect(statements.flatMap(actionsOf).filter((a) => a.startsWith('secretsmanager:'))).toEqual([]);
     const { users, resources } = databaseUsersOf(statements);
-    expect(users).toEqual([...RUNTIME_ROLES].sort());
+    expect(users).toEqual(runtimeRoles(CONSUMERS).sort());
     for (const r of resources) expect(r).toMatch(/dbuser:.*DBClusterResourceId/);
   });
 

@@ -16,8 +16,8 @@ import { build } from 'esbuild';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
-import { DatabaseRoles, ingestRoleOf, RUNTIME_ROLES, type DatabaseRole } from '../../functions/lib/database-roles';
-import { getConsumer } from '../../functions/consumers';
+import { DatabaseRoles, ingestRoleOf, runtimeRoles, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
 import { freePort } from '../../tools/embedded-postgres';
@@ -70,6 +70,7 @@ beforeEach(async () => {
 /** The role each bundled function connects as in AWS (the ingest's depends on its consumer's mode). */
 function roleOf(fn: Exclude<Fn, 'migrate'>, env: Record<string, string>): DatabaseRole {
   if (fn === 'ingest') return ingestRoleOf(getConsumer(env.CONSUMER_NAME ?? ''));
+  if (fn === 'worker') return workerRoleOf(getConsumer(env.CONSUMER_NAME ?? ''));
   return DatabaseRoles[fn];
 }
 
@@ -128,7 +129,7 @@ describe('the bundled functions', () => {
       expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });
       // Database-level privileges are not copied to clones, so they are checked here, on a database the migrations made.
       const [temp] = await admin<{ roles: string[] }[]>`
-        select array(select r from unnest(${[...RUNTIME_ROLES]}::text[]) as r
+        select array(select r from unnest(${runtimeRoles(CONSUMERS)}::text[]) as r
                      where has_database_privilege(r, ${name}, 'TEMPORARY') or has_database_privilege(r, ${name}, 'CREATE')) as roles`;
       expect(temp).toEqual({ roles: [] });
     } finally {

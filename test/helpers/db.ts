@@ -3,7 +3,7 @@
  *
  *   const db = await useTestDatabase();   // in a describe / at file top level
  *   db.sql`...`, db.url                     // the owner's client (arrange, assert) and its URL
- *   db.as(DatabaseRoles.worker)             // a client as a function's own role: the code under test
+ *   db.as(workerRoleOf(caseProjection))     // a client as a function's own role: the code under test
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
@@ -11,7 +11,9 @@ import { afterAll, inject } from 'vitest';
 import { TYPES, type Sql } from '../../functions/lib/db';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { withDatabase } from '../../tools/database-url';
-import { roleUrl } from '../../tools/database-roles';
+import { prepareRoleLogins, roleUrl } from '../../tools/database-roles';
+import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 
 export interface TestDatabase {
   name: string;
@@ -27,6 +29,11 @@ export interface TestDatabase {
   as(role: DatabaseRole): Sql;
   /** The connection string of a function's role (for a function run in its own process). */
   urlAs(role: DatabaseRole): string;
+  /**
+   * Provision the roles of `consumers` in this database, as the migration step does for
+   * the declared ones (a test's own consumer gets its roles this way), with their local logins.
+   */
+  provision(consumers: readonly ConsumerDeclaration[]): Promise<void>;
   drop(): Promise<void>;
 }
 
@@ -75,6 +82,15 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     return c;
   };
   let dropped = false;
+  const provision = async (consumers: readonly ConsumerDeclaration[]): Promise<void> => {
+    const { roles } = await provisionConsumerRoles(sql, consumers);
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    try {
+      await prepareRoleLogins(admin as unknown as Sql, adminUrl, roles);
+    } finally {
+      await admin.end();
+    }
+  };
   return {
     name,
     url,
@@ -82,6 +98,7 @@ export async function createTestDatabase(): Promise<TestDatabase> {
     client,
     as,
     urlAs,
+    provision,
     async drop() {
       if (dropped) return;
       dropped = true;

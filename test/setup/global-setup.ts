@@ -5,6 +5,8 @@
  */
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
+import { CONSUMERS } from '../../functions/consumers/index';
+import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import type { Sql } from '../../functions/lib/db';
 import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../tools/embedded-postgres';
@@ -33,6 +35,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
   try {
     await migrate(tpl as unknown as Sql, await loadMigrations(MIGRATIONS_DIR));
+    await provisionConsumerRoles(tpl as unknown as Sql, CONSUMERS);
   } finally {
     await tpl.end();
   }

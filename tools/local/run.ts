@@ -33,6 +33,7 @@ import { performance } from 'node:perf_hooks';
 import { CONSUMERS } from '../../functions/consumers';
 import type { KafkaEvent } from '../../functions/ingest/types';
 import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { claimDue } from '../../functions/inbox/claim-due';
 import { createWorkerInvocation } from '../../functions/worker/invocation';
 import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
@@ -42,7 +43,7 @@ import { createSql, type Sql } from '../../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { runOnce } from '../../functions/reaper/reaper';
-import { DatabaseRoles, ingestRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
 import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
@@ -247,6 +248,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     // connects as its own role, as in AWS, so a grant it lacks fails the run.
     const admin = await client(2);
     const migrated = await migrate(admin, await loadMigrations(MIGRATIONS_DIR));
+    await provisionConsumerRoles(admin, CONSUMERS);
     out.write(`Migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already applied.\n`);
     await assertEmpty(admin);
     await prepareRoleLogins(admin, url);
@@ -391,10 +393,13 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const pendingCrashTotal = () => [...pendingCrashes.values()].reduce((a, b) => a + b, 0);
     const crashPending = (name: string) => (pendingCrashes.get(name) ?? 0) > 0;
     const mappingsDoneFor = (name: string) => mappings.filter((m) => m.consumer === name).every((m) => m.mapping.done);
-    const crashSql = await as(DatabaseRoles.worker, 1);
+    // A crashed worker of each consumer connects as that consumer's worker role, as its function would.
+    const crashSqls = new Map<string, Sql>();
+    for (const name of consumers.keys()) crashSqls.set(name, await as(workerRoleOf({ name }), 1));
     let crashesHappened = 0;
     const crashOnce = async (name: string): Promise<void> => {
       const pending = pendingCrashes.get(name)!;
+      const crashSql = crashSqls.get(name)!;
       const { rows } = await claimDue(crashSql, {
         consumerName: name,
         owner: `local-crashed-worker:${name}:${pending}`,
@@ -438,7 +443,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
       const noSlot = { count: 0, paused: 0, resumed: 0 };
       idleInvocations.set(name, noSlot);
       const invoke = createWorkerInvocation({
-        sql: await as(DatabaseRoles.worker, options.workers + 2),
+        sql: await as(workerRoleOf(consumer), options.workers + 2),
         consumer,
         config,
         logger: log,

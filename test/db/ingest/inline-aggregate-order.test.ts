@@ -7,8 +7,10 @@
 import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
+import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
 import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { ingestRoleOf } from '../../../functions/lib/database-roles';
 import { RetryableError } from '../../../functions/lib/errors';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
@@ -19,9 +21,6 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.inline_applied (seq bigserial primary key, event_id text not null)`;
-// A consumer's own table: its (inline) ingest role gets what the handler writes, as a migration would grant it.
-await sql`grant insert on public.inline_applied to inbox_ingest_inline`;
-await sql`grant usage on sequence public.inline_applied_seq_seq to inbox_ingest_inline`;
 
 beforeEach(async () => {
   await truncateAll(sql);
@@ -45,7 +44,12 @@ const recording: ConsumerDeclaration = {
       }),
     },
   },
+  tables: { 'public.inline_applied': { insert: true } },
 };
+// The test consumer's own roles, as the migration step provisions a declared consumer's:
+// its ingest role gets the table its declaration names (and the table's sequence).
+await db.provision([...CONSUMERS, recording]);
+await sql`grant usage on sequence public.inline_applied_seq_seq to ${sql(ingestRoleOf(recording))}`;
 
 async function statusOf(eventId: string): Promise<{ status: string; attempt_count: number; locked_by: string | null }> {
   const [row] = await sql<{ status: string; attempt_count: number; locked_by: string | null }[]>`

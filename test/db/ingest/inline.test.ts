@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { z } from 'zod';
 import { beforeEach, describe, expect, it } from 'vitest';
+import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
 import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
 import { RetryableError } from '../../../functions/lib/errors';
@@ -112,6 +113,8 @@ describe('inline mode (notification-service)', () => {
     };
     const e = paymentCompleted();
     const event = mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 3, value: e })]);
+    // A consumer of the test's own: its roles, as the migration step provisions a declared consumer's.
+    await db.provision([...CONSUMERS, flaky]);
     const ingest = ingestFor(db, flaky);
 
     const report = await ingest(event);

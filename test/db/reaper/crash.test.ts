@@ -11,7 +11,7 @@ import { runWorker } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';
 import { quietLogger, reap } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const fixture = fileURLToPath(new URL('./fixtures/crashing-worker.ts', import.meta.url));
@@ -112,7 +112,7 @@ describe('reaper: a crashed worker', () => {
     expect(reaped).toMatchObject({ released: rows.length, quarantined: 0 });
 
     const worked = await runWorker({
-      sql: db.as(DatabaseRoles.worker),
+      sql: db.as(workerRoleOf({ name: 'case-projection' })),
       consumer: getConsumer('case-projection'),
       config: { worker: { batchSize: 100, safetyMarginMs: 0, leaseSeconds: 60 } },
       logger: quietLogger,

@@ -5,7 +5,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { claimDue } from '../../../functions/inbox/claim-due';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
@@ -16,7 +16,7 @@ import { reap } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 const asReaper = db.as(DatabaseRoles.reaper);
 
 beforeEach(async () => {

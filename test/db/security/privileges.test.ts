@@ -5,9 +5,9 @@
  * that adds an object without deciding who may use it fails here by the object's name.
  */
 import { describe, expect, it } from 'vitest';
-import { RUNTIME_ROLES, type DatabaseRole } from '../../../functions/lib/database-roles';
+import type { DatabaseRole } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
-import { FUNCTIONS, SCHEMAS, SEQUENCES, TABLES, type Columns, type TableGrant } from './privileges';
+import { effectiveGrant, FUNCTIONS, LOGIN, MEMBER_OF, ROLES, SCHEMAS, SEQUENCES, TABLES, type Columns, type TableGrant } from './privileges';
 
 const db = await useTestDatabase();
 
@@ -80,11 +80,11 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
     for (const table of await relations()) {
       actual[table.name] = {};
       expected[table.name] = {};
-      for (const role of RUNTIME_ROLES) {
+      for (const role of ROLES) {
         const got = await grantOf(role, table);
         if (Object.keys(got).length > 0) actual[table.name]![role] = got;
-        const want = TABLES[table.name]?.[role];
-        if (want !== undefined && Object.keys(want).length > 0) expected[table.name]![role] = normalized(want, table);
+        const want = effectiveGrant(table.name, role);
+        if (Object.keys(want).length > 0) expected[table.name]![role] = normalized(want, table);
       }
     }
     expect(actual).toEqual(expected);
@@ -98,7 +98,7 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
     const actual: Record<string, Record<string, string[]>> = {};
     for (const { name } of sequences) {
       actual[name] = {};
-      for (const role of RUNTIME_ROLES) {
+      for (const role of ROLES) {
         const held: string[] = [];
         for (const privilege of ['USAGE', 'SELECT', 'UPDATE'] as const) {
           const [row] = await db.sql<{ ok: boolean }[]>`select has_sequence_privilege(${role}, ${name}, ${privilege}) as ok`;
@@ -113,7 +113,7 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
   it('lists every function and procedure, with the roles that may execute it (none by default: not even PUBLIC)', async () => {
     const functions = await db.sql<{ signature: string; executors: string[] }[]>`
       select p.oid::regprocedure::text as signature,
-             array(select r from unnest(${RUNTIME_ROLES as DatabaseRole[]}::text[]) as r
+             array(select r from unnest(${ROLES as DatabaseRole[]}::text[]) as r
                    where has_function_privilege(r, p.oid, 'EXECUTE') order by r) as executors
       from pg_proc p join pg_namespace n on n.oid = p.pronamespace
       where ${USER_SCHEMAS}
@@ -127,9 +127,9 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
   it('lists every schema with the roles that may use it; none may create in any', async () => {
     const schemas = await db.sql<{ name: string; usage: string[]; create: string[] }[]>`
       select n.nspname as name,
-             array(select r from unnest(${RUNTIME_ROLES as DatabaseRole[]}::text[]) as r
+             array(select r from unnest(${ROLES as DatabaseRole[]}::text[]) as r
                    where has_schema_privilege(r, n.oid, 'USAGE') order by r) as usage,
-             array(select r from unnest(${RUNTIME_ROLES as DatabaseRole[]}::text[]) as r
+             array(select r from unnest(${ROLES as DatabaseRole[]}::text[]) as r
                    where has_schema_privilege(r, n.oid, 'CREATE') order by r) as create
       from pg_namespace n where ${USER_SCHEMAS} order by 1`;
     expect(Object.fromEntries(schemas.map((s) => [s.name, { usage: s.usage, create: s.create }]))).toEqual(
@@ -141,13 +141,13 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
     const owned = await db.sql<{ object: string }[]>`
       select format('%s %s.%s', c.relkind, n.nspname, c.relname) as object
       from pg_class c join pg_namespace n on n.oid = c.relnamespace join pg_roles r on r.oid = c.relowner
-      where r.rolname = any(${RUNTIME_ROLES as DatabaseRole[]}::text[])
+      where r.rolname = any(${ROLES as DatabaseRole[]}::text[])
       union all
       select format('schema %s', n.nspname) from pg_namespace n join pg_roles r on r.oid = n.nspowner
-      where r.rolname = any(${RUNTIME_ROLES as DatabaseRole[]}::text[])
+      where r.rolname = any(${ROLES as DatabaseRole[]}::text[])
       union all
       select format('function %s', p.oid::regprocedure) from pg_proc p join pg_roles r on r.oid = p.proowner
-      where r.rolname = any(${RUNTIME_ROLES as DatabaseRole[]}::text[])`;
+      where r.rolname = any(${ROLES as DatabaseRole[]}::text[])`;
     expect(owned).toEqual([]);
 
     const roles = await db.sql`
@@ -155,10 +155,10 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
              has_database_privilege(rolname, current_database(), 'CREATE') as create_in_database,
              array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
                    where m.member = r.oid and g.rolname <> 'rds_iam' order by 1) as member_of
-      from pg_roles r where rolname = any(${RUNTIME_ROLES as DatabaseRole[]}::text[]) order by rolname`;
-    const plain = { rolcanlogin: true, rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false, create_in_database: false };
+      from pg_roles r where rolname = any(${ROLES as DatabaseRole[]}::text[]) order by rolname`;
+    const plain = { rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false, create_in_database: false };
     expect(roles).toEqual(
-      [...RUNTIME_ROLES].sort().map((rolname) => ({ rolname, ...plain, member_of: rolname === 'inbox_ingest_inline' ? ['inbox_ingest'] : [] })),
+      [...ROLES].sort().map((rolname) => ({ rolname, rolcanlogin: LOGIN.includes(rolname), ...plain, member_of: [...(MEMBER_OF[rolname] ?? [])].sort() })),
     );
   });
 });

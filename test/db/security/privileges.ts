@@ -1,18 +1,45 @@
 /**
  * What each function's database role may do: the one matrix that the migrations' grants
- * (migrations/0046_grants.sql and later) are held to by privileges.test.ts. Effective
+ * (migrations/0046_grants.sql and later) and the consumer roles' step
+ * (functions/inbox/consumer-roles.ts) are held to by privileges.test.ts. Effective
  * privileges, as PostgreSQL answers has_*_privilege(): inherited ones included (the
- * inline ingest role is a member of inbox_ingest), PUBLIC's included.
+ * inline ingest role is a member of inbox_ingest; each consumer's role is a member of its
+ * kind's), PUBLIC's included.
  *
  * Adding a table, sequence or function in a migration: grant what each role's code uses
  * in that migration, and add the object here. An object missing from this file fails the
  * test, as does any privilege the database has and this file does not (or the reverse).
- * A consumer's domain table: the worker gets what its handlers write; an inline consumer's
- * ingest role (inbox_ingest_inline) gets the same.
+ * A consumer's domain table: its worker role gets what its handlers write; an inline
+ * consumer's ingest role gets the same; no other role gets anything. Which rows of the
+ * shared tables a consumer's role reaches is row-level security's (rls.test.ts).
  */
-import { DatabaseRoles, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { CONSUMERS } from '../../../functions/consumers/index';
+import { consumerRolesOf, DatabaseRoles, KIND_ROLES, type DatabaseRole } from '../../../functions/lib/database-roles';
 
 const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
+
+// The reference consumers' own roles.
+const projectionWorker = 'inbox_worker_case_projection';
+const slaWorker = 'inbox_worker_case_sla';
+const notificationWorker = 'inbox_worker_notification_service';
+const notificationIngest = 'inbox_ingest_notification_service';
+
+/** Every role the matrix covers: the kind roles and each declared consumer's. */
+export const ROLES: readonly DatabaseRole[] = [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)];
+
+/** The groups each role is a member of (directly), as migrations 0045 and 0130 make them. */
+export const MEMBER_OF: Partial<Record<DatabaseRole, readonly DatabaseRole[]>> = {
+  [ingestInline]: [ingest],
+  inbox_ingest_case_projection: [ingest],
+  inbox_ingest_case_sla: [ingest],
+  [notificationIngest]: [ingestInline],
+  [projectionWorker]: [worker],
+  [slaWorker]: [worker],
+  [notificationWorker]: [worker],
+};
+
+/** The roles that can log in: the cross-consumer functions' and the consumers' own; the kinds of ingest and worker are groups. */
+export const LOGIN: readonly DatabaseRole[] = ROLES.filter((r) => r !== ingest && r !== ingestInline && r !== worker);
 
 /** A privilege on some columns only (UPDATE of the status machine's columns, say), or on all (`true`). */
 export type Columns = true | readonly string[];
@@ -43,12 +70,13 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
     [ingest]: { insert: true, select: ['consumer_name', 'event_id'] },
     [ingestInline]: { insert: true, select: true, update: INBOX_LEASE_OUTCOME },
     [worker]: { select: true, update: INBOX_LEASE_OUTCOME },
+    // Purging sets payload_purged_at; the purged form itself is the trigger's (0130), so no payload or headers here.
     [reaper]: {
       select: true,
       delete: true,
       update: [
         'status', 'next_attempt_at', 'quarantined_at', 'error_code', 'error_message', 'error_detail', 'locked_by',
-        'locked_at', 'lease_expires_at', 'updated_at', 'payload', 'headers', 'payload_purged_at',
+        'locked_at', 'lease_expires_at', 'updated_at', 'payload_purged_at',
       ],
     },
     [ops]: {
@@ -131,21 +159,26 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   'integration.outbox_lane': {
     [relay]: { select: true, delete: true, update: ['due_at', 'locked_by', 'locked_at', 'lease_expires_at', 'updated_at'] },
   },
-  // The case consumers' audit (migration 0080), written by their handlers in the worker.
+  // The case consumers' audit (migration 0080), written by their handlers in the worker:
+  // each case consumer's worker role, nobody else.
   'case_core.case_audit': {
-    [worker]: { insert: true },
+    [projectionWorker]: { insert: true },
+    [slaWorker]: { insert: true },
   },
   'read_model.case_summary': {
-    [worker]: { select: true, insert: true, update: true },
+    [projectionWorker]: { select: true, insert: true, update: true },
   },
   'case_core.sla_obligation': {
     // SELECT of what its insert RETURNs: did it open the obligation (audit and outbox follow)?
-    [worker]: { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
+    [slaWorker]: { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
   },
+  // An inline consumer's table: its ingest processes most rows, its worker those handed on.
   'public.notification_jobs': {
-    [ingestInline]: { insert: true },
-    [worker]: { insert: true },
+    [notificationIngest]: { insert: true },
+    [notificationWorker]: { insert: true },
   },
+  // Which consumer each consumer role serves (0130): read through consumer_of_role() only.
+  'integration.consumer_role': {},
   // The migration runner's bookkeeping: no function reads it.
   'public.inbox_schema_migrations': {},
 };
@@ -169,12 +202,47 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.consumer_inbox_keys_not_consumed()': [],
   // The outbox's lane trigger (0081), likewise.
   'integration.outbox_mark_lanes()': [],
+  // The row-level security policies' lookup (0130): the consumer kinds' roles call it.
+  'integration.consumer_of_role(name)': [ingest, ingestInline, worker, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
+  // Asked by the inbox's own-rows triggers (0130) of whoever writes.
+  'integration.is_consumer_role(name)': [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
+  // The inbox's own-rows check and purged form (triggers), the migration step's helpers (0130): no role's.
+  'integration.own_consumer_rows_only()': [],
+  'integration.guard_consumer_writes(regclass)': [],
+  'integration.consumer_inbox_purged_form()': [],
+  'integration.guard_consumer_rows(regclass)': [],
+  'integration.provision_consumer_role(name,text,text,name[])': [],
+  'integration.retire_consumer_roles(name[])': [],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
 export const SCHEMAS: Record<string, readonly DatabaseRole[]> = {
-  integration: [ingest, ingestInline, worker, reaper, ops, relay],
-  read_model: [worker],
-  case_core: [worker],
-  public: [ingestInline, worker],
+  integration: [ingest, ingestInline, worker, reaper, ops, relay, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
+  read_model: [projectionWorker],
+  case_core: [projectionWorker, slaWorker],
+  public: [notificationIngest, notificationWorker],
 };
+
+function mergeColumns(a: Columns | undefined, b: Columns | undefined): Columns | undefined {
+  if (a === undefined) return b;
+  if (b === undefined) return a;
+  if (a === true || b === true) return true;
+  return [...new Set([...a, ...b])];
+}
+
+/**
+ * What `role` holds on `table` in effect: its own entry and, through its memberships,
+ * its groups' (a consumer role's inbox rights are its kind's).
+ */
+export function effectiveGrant(table: string, role: DatabaseRole): TableGrant {
+  const grant: TableGrant = { ...(TABLES[table]?.[role] ?? {}) };
+  for (const group of MEMBER_OF[role] ?? []) {
+    const inherited = effectiveGrant(table, group);
+    for (const k of ['select', 'insert', 'update', 'references'] as const) {
+      const merged = mergeColumns(grant[k], inherited[k]);
+      if (merged !== undefined) grant[k] = merged;
+    }
+    for (const k of ['delete', 'truncate', 'trigger'] as const) if (inherited[k]) grant[k] = true;
+  }
+  return grant;
+}

@@ -5,7 +5,8 @@
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
-import { DatabaseRoles, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { notificationService } from '../../../functions/consumers/notification-service';
+import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRows, insertPoisonRow } from '../../helpers/factories';
@@ -15,7 +16,11 @@ import { reap } from '../reaper/support';
 import { work } from '../worker/support';
 
 const db = await useTestDatabase();
-const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
+const { reaper, ops, relay } = DatabaseRoles;
+// The ingest and worker functions log in as their consumer's own role.
+const ingest = ingestRoleOf(caseProjection);
+const ingestInline = ingestRoleOf(notificationService);
+const worker = workerRoleOf(caseProjection);
 
 beforeEach(async () => {
   await db.sql`
@@ -37,7 +42,7 @@ async function refusal(role: DatabaseRole, statement: string): Promise<string | 
   }
 }
 
-describe('inbox_ingest (every ingest function)', () => {
+describe('inbox_ingest_case_projection (a deferred consumer\'s ingest)', () => {
   it("stores a deferred consumer's batch, poison included, as its role", async () => {
     const event = mskEvent([
       mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 1, value: caseAccepted('evt_role_i1') }),
@@ -54,7 +59,7 @@ describe('inbox_ingest (every ingest function)', () => {
   });
 });
 
-describe('inbox_ingest_inline (the ingest of an inline consumer)', () => {
+describe('inbox_ingest_notification_service (an inline consumer\'s ingest)', () => {
   it('stores and processes an inline batch in the ingest transaction, as its role', async () => {
     const event = mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted('6f1c1a7e-0000-4000-8000-000000000001') })]);
 
@@ -66,7 +71,7 @@ describe('inbox_ingest_inline (the ingest of an inline consumer)', () => {
   });
 });
 
-describe('inbox_worker', () => {
+describe('inbox_worker_case_projection', () => {
   it('claims, processes and completes rows, writing the projection, as its role', async () => {
     await insertInboxRows(db.sql, [{ eventId: 'evt_role_w1', payload: caseAcceptedPayload('case_role_w1') }]);
 
@@ -126,7 +131,7 @@ const INSERT_CASE_SUMMARY =
   "insert into read_model.case_summary (case_id, case_status) values ('c', 'X')";
 
 /** What each role's function never does: PostgreSQL refuses it (42501). */
-const REFUSED: Record<DatabaseRole, [what: string, statement: string][]> = {
+const REFUSED: Record<string, [what: string, statement: string][]> = {
   [ingest]: [
     ['read stored events (payloads)', 'select payload from integration.consumer_inbox'],
     ['change an inbox row', "update integration.consumer_inbox set status = 'PROCESSED'"],
@@ -169,6 +174,8 @@ const REFUSED: Record<DatabaseRole, [what: string, statement: string][]> = {
     ['insert inbox rows', INSERT_INBOX_ROW],
     ['rewrite an event id', "update integration.consumer_inbox set event_id = 'other'"],
     ['mark a row processed', 'update integration.consumer_inbox set processed_at = now()'],
+    ['rewrite a stored payload', `update integration.consumer_inbox set payload = '{"forged": true}'`],
+    ['rewrite stored headers', `update integration.consumer_inbox set headers = '{"forged": true}'`],
     ['touch the operator audit', 'delete from integration.operator_audit'],
     ['create a table', 'create table integration.sneaky (id int)'],
   ],

@@ -12,15 +12,15 @@ import { randomUUID } from 'node:crypto';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { claimStatement } from '../../../functions/inbox/claim-due';
 import { mskEvent, spreadRecords } from '../../../tools/msk-events';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { ingestRoleOf, workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { capture, nodes, rowsVisited, type PlanNode } from '../../helpers/plans';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
-const asWorker = db.as(DatabaseRoles.worker);
 const CONSUMER = 'case-projection';
+const asWorker = db.as(workerRoleOf({ name: CONSUMER }));
 const LIMIT = 100;
 /**
  * Buffers (shared hits + reads) per claimed row. A claim reads its lanes, each lane's run
@@ -57,7 +57,7 @@ async function explainClaim(): Promise<{ claimed: number; buffers: number; plan:
 
 /** Events through the ingest code: `aggregates` cases, `perAggregate` versioned events each, interleaved. */
 async function ingestBacklog(aggregates: number, perAggregate: number): Promise<void> {
-  const ingest = ingestFor(db.as(DatabaseRoles.ingest), CONSUMER);
+  const ingest = ingestFor(db.as(ingestRoleOf({ name: CONSUMER })), CONSUMER);
   const total = aggregates * perAggregate;
   const tag = randomUUID().slice(0, 8);
   const records = spreadRecords({
@@ -136,11 +136,11 @@ describe('a backlog that arrived after the last ANALYZE', () => {
     const sent = await capture(
       db,
       (q) => claimStatement(q, { consumerName: CONSUMER, owner: 'poller', limit: LIMIT, leaseSeconds: 60 }).describe(),
-      DatabaseRoles.worker,
+      workerRoleOf({ name: CONSUMER }),
     );
     const { query, parameters } = sent[sent.length - 1]!;
     const args = parameters.map((p) => (typeof p === 'number' ? String(p) : `'${String(p).replace(/'/g, "''")}'`)).join(', ');
-    const worker = db.client({ max: 1, role: DatabaseRoles.worker });
+    const worker = db.client({ max: 1, role: workerRoleOf({ name: CONSUMER }) });
     try {
       await worker.unsafe(`prepare poll_claim as ${query}`);
       for (let i = 0; i < 12; i++) await worker.unsafe(`execute poll_claim(${args})`);

@@ -8,12 +8,12 @@ import { ErrorCodes } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 import { inboxRow, withTrigger, work } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 /** The code under test connects as the worker function does. */
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary`;

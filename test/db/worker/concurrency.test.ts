@@ -15,12 +15,12 @@ import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { inboxRow, one, variant, work, workerConfig } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 /** The code under test connects as the worker function does. */
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 // The test's instruments, not the code under test: SECURITY DEFINER, so they record what
 // the worker's role does without needing the worker to be able to write the audit tables.
@@ -70,7 +70,7 @@ function accepted(consumerName: string, n: number): InboxRowSpec[] {
 
 /** Four workers, each on its own client (its own Lambda container), racing to drain. */
 async function race(consumer: Parameters<typeof work>[1], workers: number, batchSize: number): Promise<void> {
-  const clients: Sql[] = Array.from({ length: workers }, () => db.client({ max: 1, role: DatabaseRoles.worker }));
+  const clients: Sql[] = Array.from({ length: workers }, () => db.client({ max: 1, role: workerRoleOf(consumer) }));
   // Repeat until drained: a worker stops when everything due belongs to aggregates in flight.
   for (let round = 0; round < 50; round++) {
     await Promise.all(clients.map((c) => work(c, consumer, { config: workerConfig({ batchSize }) })));
@@ -230,7 +230,7 @@ describe('workers racing', () => {
       eventType: CASE_STATUS_CHANGED,
       payload: { caseId: 'case_one', newStatus: `S${v}` },
     })));
-    const clients = [0, 1, 2].map(() => db.client({ max: 1, role: DatabaseRoles.worker }));
+    const clients = [0, 1, 2].map(() => db.client({ max: 1, role: workerRoleOf(caseProjection) }));
 
     const claims = await Promise.all(
       clients.map((c) => claimDue(c, { consumerName: 'case-projection', owner: newOwnerId('t'), limit: 10, leaseSeconds: 60 })),

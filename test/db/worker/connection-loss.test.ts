@@ -18,17 +18,18 @@ import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { one, variant, work } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const admin = db.sql;
 const APP = 'worker-under-kill';
 // The worker's own pool, named so that the admin client can find its backend.
-const workerSql = db.client({ max: 3, role: DatabaseRoles.worker, connection: { application_name: APP } });
+const workerSql = db.client({ max: 3, role: workerRoleOf(caseProjection), connection: { application_name: APP } });
 
 await admin`create table public.effect (event_id text not null)`;
 // The test consumer's own table: its worker role writes it, as a consumer migration would grant.
-await admin`grant insert on public.effect to inbox_worker`;
+await admin`grant usage on schema public to inbox_worker_case_projection`;
+await admin`grant insert on public.effect to inbox_worker_case_projection`;
 
 beforeEach(async () => {
   await admin`truncate integration.consumer_inbox, public.effect`;

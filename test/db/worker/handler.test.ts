@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../functions/lib/config';
 import { getSql } from '../../../functions/lib/db';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 
@@ -13,7 +13,7 @@ const db = await useTestDatabase();
 
 describe('worker handler', () => {
   // The one place a test sets the environment: the module reads it at import, as at cold start.
-  process.env.DATABASE_URL = db.urlAs(DatabaseRoles.worker);
+  process.env.DATABASE_URL = db.urlAs(workerRoleOf({ name: 'case-projection' }));
   process.env.CONSUMER_NAME = 'case-projection';
   process.env.LOG_LEVEL = 'SILENT';
   // Stop at the first empty claim instead of staying awake for the default idle interval.

@@ -12,17 +12,18 @@ import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
 import { inboxRow, variant, work } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 /** The code under test connects as the worker function does. */
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker writes it, as a consumer migration would grant.
-await sql`grant insert on public.note_applied to inbox_worker`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
+// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
+await sql`grant usage on schema public to inbox_worker_case_projection`;
+await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;

@@ -11,7 +11,7 @@ import { readGauges } from '../../../functions/inbox/gauges';
 import { replayQuarantined } from '../../../functions/inbox/replay';
 import { resolveQuarantined } from '../../../functions/inbox/resolve';
 import { NonRetryableError } from '../../../functions/lib/errors';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { opsDeps, run } from '../ops/support';
@@ -21,11 +21,12 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker writes it, as a consumer migration would grant.
-await sql`grant insert on public.note_applied to inbox_worker`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
+// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
+await sql`grant usage on schema public to inbox_worker_case_projection`;
+await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
 // The code under test runs as its function's role; the arrangement as the owner.
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 const asReaper = db.as(DatabaseRoles.reaper);
 const asOps = db.as(DatabaseRoles.ops);
 

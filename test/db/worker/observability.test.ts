@@ -8,12 +8,12 @@ import { MetricNames } from '../../../functions/lib/metric-names';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { work } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 /** The code under test connects as the worker function does. */
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 /** Records what the worker hands to its logger and metrics. */
 function recorders() {

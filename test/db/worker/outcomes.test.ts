@@ -9,12 +9,12 @@ import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 import { inboxRow, one, variant, withTrigger, work } from './support';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 /** The code under test connects as the worker function does. */
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, case_core.sla_obligation, public.notification_jobs`;
@@ -69,7 +69,7 @@ describe('worker outcomes', () => {
       payload: { caseId: 'case_ign', newStatus: 'IN_REVIEW' },
     });
 
-    const result = await work(asWorker, caseSla);
+    const result = await work(db.as(workerRoleOf(caseSla)), caseSla);
 
     expect(result).toMatchObject({ claimed: 1, ignored: 1 });
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'IGNORED', attempt_count: 1, error_code: null });
@@ -83,7 +83,7 @@ describe('worker outcomes', () => {
       payload: { caseId: 'case_sla', acceptedAt: '2026-07-03T09:15:30Z' },
     });
 
-    await work(asWorker, caseSla);
+    await work(db.as(workerRoleOf(caseSla)), caseSla);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     const obligations = await sql<{ obligation_type: string; due_at: Date; source_event_id: string }[]>`
@@ -254,7 +254,7 @@ describe('worker outcomes', () => {
       payload: { amount: 1200, currency: 'EUR' },
     });
 
-    await work(asWorker, notificationService);
+    await work(db.as(workerRoleOf(notificationService)), notificationService);
 
     expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     const jobs = await sql<{ organization_id: string; channel: string; source_event_id: string }[]>`

@@ -10,7 +10,7 @@ import { GetScheduleCommand, SchedulerClient, UpdateScheduleCommand } from '@aws
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 import { loadConfig } from '../../../functions/lib/config';
 import { getSql } from '../../../functions/lib/db';
 import type { OpsDeps } from '../../../functions/ops/command';
@@ -27,7 +27,7 @@ const lambdaMock = mockClient(LambdaClient);
 const schedulerMock = mockClient(SchedulerClient);
 
 // The one place this file sets the environment: the handler module reads it at import, as at cold start.
-process.env.DATABASE_URL = db.urlAs(DatabaseRoles.worker);
+process.env.DATABASE_URL = db.urlAs(workerRoleOf({ name: 'case-projection' }));
 process.env.CONSUMER_NAME = CONSUMER;
 process.env.LOG_LEVEL = 'SILENT';
 process.env.AWS_LAMBDA_FUNCTION_NAME = WORKER_FUNCTION;
@@ -177,7 +177,7 @@ describe('a pause that lands while a worker drains', () => {
     });
     let remaining = 60_000;
     const invoke = createWorkerInvocation({
-      sql: db.as(DatabaseRoles.worker),
+      sql: db.as(workerRoleOf({ name: 'case-projection' })),
       consumer: pausing,
       // One lane per claim, a claim that fills its batch (fan-out would be weighed), and a
       // budget that ends after it (a hand-over would follow).

@@ -13,7 +13,7 @@ import { claimDue } from '../../../functions/inbox/claim-due';
 import { RetryableError, NonRetryableError } from '../../../functions/lib/errors';
 import { lanesOf, processBatch } from '../../../functions/worker/process-batch';
 import { newOwnerId } from '../../../functions/worker/run-worker';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { one, variant, work, workerConfig } from './support';
@@ -22,11 +22,12 @@ const db = await useTestDatabase();
 const sql = db.sql;
 
 await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker writes it, as a consumer migration would grant.
-await sql`grant insert on public.note_applied to inbox_worker`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker`;
+// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
+await sql`grant usage on schema public to inbox_worker_case_projection`;
+await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
+await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
 // The code under test runs as its function's role; the arrangement as the owner.
-const asWorker = db.as(DatabaseRoles.worker);
+const asWorker = db.as(workerRoleOf(caseProjection));
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;

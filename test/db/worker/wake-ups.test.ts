@@ -10,7 +10,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
 import { countDueLanes, countDueLanesStatement } from '../../../functions/inbox/count-due-lanes';
 import { leaveSlot } from '../../../functions/inbox/worker-slot';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 import type { Config } from '../../../functions/lib/config';
 import { createWorkerInvocation, type InvocationDependencies, type InvocationResult } from '../../../functions/worker/invocation';
 import { useTestDatabase } from '../../helpers/db';
@@ -34,7 +34,7 @@ type WorkerSettings = Partial<Config['worker']>;
 
 function invocation(worker: WorkerSettings = {}, options: Partial<Pick<InvocationDependencies, 'consumer' | 'sleep'>> & { wakeUps?: boolean } = {}) {
   return createWorkerInvocation({
-    sql: db.as(DatabaseRoles.worker),
+    sql: db.as(workerRoleOf({ name: CONSUMER })),
     consumer: options.consumer ?? getConsumer(CONSUMER),
     config: {
       worker: { batchSize: 100, safetyMarginMs: 1_000, leaseSeconds: 300, idleMs: 0, pollMs: 20, maxConcurrency: 3, fanOutDrainSeconds: 5, ...worker },
@@ -145,7 +145,7 @@ describe('awake', () => {
       insert into integration.consumer_worker_slot (consumer_name, slot_no, held_by, held_until)
       values (${CONSUMER}, 1, 'worker:me', now() + interval '10 seconds')`;
     await insertInboxRows(db.sql, accepted(1));
-    const worker = db.as(DatabaseRoles.worker);
+    const worker = db.as(workerRoleOf({ name: CONSUMER }));
     const slot = { consumerName: CONSUMER, slotNo: 1, owner: 'worker:me' };
 
     const whileDue = await leaveSlot(worker, { ...slot, mode: 'stay' });
@@ -279,7 +279,7 @@ describe('the backlog count fan-out reads', () => {
     // Statistics taken while nothing is due, as on a healthy inbox; then a backlog arrives.
     await db.sql`analyze integration.consumer_lane`;
     await insertInboxRows(db.sql, accepted(3_000));
-    const worker = db.as(DatabaseRoles.worker);
+    const worker = db.as(workerRoleOf({ name: CONSUMER }));
 
     const [row] = await worker<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`
       explain (analyze, buffers, format json) ${countDueLanesStatement(worker, CONSUMER, 100)}`;

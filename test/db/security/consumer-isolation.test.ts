@@ -1,0 +1,314 @@
+/**
+ * One consumer's roles cannot touch another consumer's rows or tables (migrations/0130):
+ * for each statement, run as a consumer's own role, its own consumer's rows are reached
+ * and another consumer's affect no row or are refused with SQLSTATE 42501. Every
+ * statement runs in a transaction that is rolled back, so the cases do not disturb each
+ * other; the rows are arranged once by the owner.
+ */
+import postgres from 'postgres';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { caseProjection } from '../../../functions/consumers/case-projection';
+import { caseSla } from '../../../functions/consumers/case-sla';
+import { CONSUMERS } from '../../../functions/consumers/index';
+import { notificationService } from '../../../functions/consumers/notification-service';
+import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import { provisionConsumerRoles } from '../../../functions/inbox/consumer-roles';
+import type { Sql } from '../../../functions/lib/db';
+import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { prepareRoleLogins } from '../../../tools/database-roles';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows, insertPoisonRow, pauseConsumer } from '../../helpers/factories';
+
+const db = await useTestDatabase();
+const sql = db.sql;
+
+const projectionWorker = workerRoleOf(caseProjection);
+const slaWorker = workerRoleOf(caseSla);
+const notificationWorker = workerRoleOf(notificationService);
+const projectionIngest = ingestRoleOf(caseProjection);
+const notificationIngest = ingestRoleOf(notificationService);
+
+type Outcome = { rows: number } | { code: string };
+
+/**
+ * What `statement` does as `role` (after `before`, in the same transaction): the rows it
+ * returned or changed, or the SQLSTATE it failed with. Always rolled back.
+ */
+async function outcome(role: DatabaseRole, statement: string, before?: string): Promise<Outcome> {
+  let result: Outcome | undefined;
+  try {
+    await db.as(role).begin(async (tx) => {
+      if (before !== undefined) await tx.unsafe(before);
+      const r = await tx.unsafe(statement);
+      result = { rows: r.count };
+      throw new Error('rollback');
+    });
+  } catch (error) {
+    if (result !== undefined) return result;
+    return { code: (error as { code?: string }).code ?? (error as Error).message };
+  }
+  throw new Error('unreachable');
+}
+
+const REFUSED = { code: '42501' };
+const NONE = { rows: 0 };
+
+const inboxRow = (consumer: string, eventId: string) =>
+  `insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id, topic_name, partition_no, offset_no, producer, occurred_at, status, payload)
+   values ('${consumer}', '${eventId}', 't', 1, 'case', 'a', 't', 0, 0, 'p', now(), 'RECEIVED', '{}')`;
+const poisonRow = (consumer: string) =>
+  `insert into integration.consumer_raw_poison (consumer_name, topic_name, partition_no, offset_no, raw_value, error_code, error_message)
+   values ('${consumer}', 't', 9, 9, 'x', 'INVALID_JSON', 'm')`;
+const outboxRow = (consumer: string) =>
+  `insert into integration.outbox (event_id, consumer_name, source_event_id, ordinal, topic_name, event_type, event_version, aggregate_type, aggregate_id, producer, payload)
+   values (gen_random_uuid(), '${consumer}', gen_random_uuid()::text, 0, 't', 'x', 1, 'case', 'a', 'p', '{}')`;
+const auditRow = (consumer: string) =>
+  `insert into case_core.case_audit (case_id, consumer_name, source_event_id, change) values ('c', '${consumer}', 'e-${consumer}', 'X')`;
+const processRows = (consumer: string) =>
+  `update integration.consumer_inbox set status = 'PROCESSED', processed_at = now() where consumer_name = '${consumer}'`;
+
+beforeAll(async () => {
+  // Queued rows of three consumers (each with its lane), a poison row, a worker slot, a pause and an outbox row each.
+  for (const consumer of ['case-projection', 'case-sla', 'notification-service']) {
+    await insertInboxRows(sql, [{ consumerName: consumer, aggregateId: `agg_${consumer}` }, { consumerName: consumer, aggregateId: `agg2_${consumer}` }]);
+    await insertPoisonRow(sql, { consumerName: consumer });
+    await sql`insert into integration.consumer_worker_slot (consumer_name, slot_no) values (${consumer}, 1)`;
+    await sql.unsafe(outboxRow(consumer));
+  }
+  for (const consumer of ['case-projection', 'case-sla']) {
+    await sql`
+      insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name, partition_no,
+                                               offset_no, received_at, processed_at, dedupe_until)
+      values (${consumer}, ${`left-${consumer}`}, gen_random_uuid(), 't', 'PROCESSED', 't', 0, 0, now(), now(), now() + interval '30 days')`;
+  }
+  await pauseConsumer(sql, 'case-sla');
+  await sql.unsafe(auditRow('case-projection'));
+  await sql.unsafe(auditRow('case-sla'));
+});
+
+describe("a consumer's worker role and the inbox (write-guarded per statement)", () => {
+  it("moves its own consumer's rows through the status machine", async () => {
+    expect(await outcome(projectionWorker, processRows('case-projection'))).toEqual({ rows: 2 });
+  });
+
+  it("is refused changing another consumer's rows, alone or among its own", async () => {
+    expect(await outcome(projectionWorker, processRows('notification-service'))).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `update integration.consumer_inbox set status = 'PROCESSED', processed_at = now()`)).toEqual(REFUSED);
+    expect(await outcome(slaWorker, processRows('case-projection'))).toEqual(REFUSED);
+  });
+
+  it('can neither insert nor delete inbox rows, its own included', async () => {
+    expect(await outcome(projectionWorker, inboxRow('case-projection', 'w-own'))).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `delete from integration.consumer_inbox where consumer_name = 'case-projection'`)).toEqual(REFUSED);
+  });
+});
+
+describe("a consumer's ingest role and the inbox", () => {
+  it("stores its own consumer's events and is refused another's", async () => {
+    expect(await outcome(projectionIngest, inboxRow('case-projection', 'i-own'))).toEqual({ rows: 1 });
+    expect(await outcome(projectionIngest, inboxRow('case-sla', 'i-other'))).toEqual(REFUSED);
+    expect(await outcome(notificationIngest, inboxRow('case-projection', 'i-other'))).toEqual(REFUSED);
+  });
+
+  it("an inline consumer's ingest finishes its own rows and is refused another's", async () => {
+    expect(await outcome(notificationIngest, processRows('notification-service'))).toEqual({ rows: 2 });
+    expect(await outcome(notificationIngest, processRows('case-projection'))).toEqual(REFUSED);
+  });
+});
+
+describe('the lanes (write-guarded per statement)', () => {
+  const dueNow = (consumer: string) => `update integration.consumer_lane set due_at = now() where consumer_name = '${consumer}'`;
+  const drop = (consumer: string) => `delete from integration.consumer_lane where consumer_name = '${consumer}'`;
+  const add = (consumer: string) => `insert into integration.consumer_lane (consumer_name, aggregate_type, aggregate_id, due_at) values ('${consumer}', 'case', 'new', now())`;
+
+  it("a worker changes, deletes and adds its own consumer's lanes", async () => {
+    expect(await outcome(projectionWorker, dueNow('case-projection'))).toEqual({ rows: 2 });
+    expect(await outcome(projectionWorker, drop('case-projection'))).toEqual({ rows: 2 });
+    expect(await outcome(projectionWorker, add('case-projection'))).toEqual({ rows: 1 });
+  });
+
+  it("and is refused another consumer's", async () => {
+    expect(await outcome(projectionWorker, dueNow('case-sla'))).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, drop('case-sla'))).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, add('case-sla'))).toEqual(REFUSED);
+  });
+});
+
+describe('row-level security: poison, kept keys, worker slots, pauses, outbox, case audit', () => {
+  it("an ingest role sees its own consumer's poison keys only, and stores poison for its own consumer only", async () => {
+    expect(await outcome(projectionIngest, `select consumer_name, offset_no from integration.consumer_raw_poison`)).toEqual({ rows: 1 });
+    expect(await outcome(projectionIngest, poisonRow('case-projection'))).toEqual({ rows: 1 });
+    expect(await outcome(projectionIngest, poisonRow('case-sla'))).toEqual(REFUSED);
+  });
+
+  it("an ingest role sees the kept keys of its own consumer's rows that left the inbox only", async () => {
+    expect(await outcome(projectionIngest, `select consumer_name, event_id from integration.consumed_events`)).toEqual({ rows: 1 });
+    expect(await outcome(projectionIngest, `select event_id from integration.consumed_events where consumer_name = 'case-sla'`)).toEqual(NONE);
+  });
+
+  it("a worker sees and takes its own consumer's slots only", async () => {
+    expect(await outcome(projectionWorker, `select * from integration.consumer_worker_slot`)).toEqual({ rows: 1 });
+    expect(await outcome(projectionWorker, `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-projection'`)).toEqual({ rows: 1 });
+    expect(await outcome(projectionWorker, `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-sla'`)).toEqual(NONE);
+    expect(await outcome(projectionWorker, `insert into integration.consumer_worker_slot (consumer_name, slot_no) values ('case-sla', 2)`)).toEqual(REFUSED);
+  });
+
+  it("a worker reads its own consumer's pause only", async () => {
+    expect(await outcome(slaWorker, `select * from integration.consumer_pause`)).toEqual({ rows: 1 });
+    expect(await outcome(projectionWorker, `select * from integration.consumer_pause`)).toEqual(NONE);
+  });
+
+  it("a worker emits for its own consumer only, and sees only its own emissions", async () => {
+    expect(await outcome(slaWorker, outboxRow('case-sla'))).toEqual({ rows: 1 });
+    expect(await outcome(slaWorker, outboxRow('case-projection'))).toEqual(REFUSED);
+    expect(await outcome(slaWorker, `select event_id from integration.outbox`)).toEqual({ rows: 1 });
+  });
+
+  it("a case consumer audits for itself only", async () => {
+    expect(await outcome(slaWorker, auditRow('case-sla').replace("'e-case-sla'", "'e2'"))).toEqual({ rows: 1 });
+    expect(await outcome(slaWorker, auditRow('case-projection').replace("'e-case-projection'", "'e2'"))).toEqual(REFUSED);
+  });
+
+  it('evaluates the policy once per statement: the consumer lookup is an InitPlan, not a per-row SubPlan', async () => {
+    const plan = (await db.as(projectionIngest).unsafe(`explain select consumer_name, offset_no from integration.consumer_raw_poison`)).map((r) => r['QUERY PLAN']).join('\n');
+    expect(plan).toMatch(/InitPlan/);
+    expect(plan).not.toMatch(/SubPlan/);
+  });
+});
+
+describe('domain tables: granted to the consumer that declares them only', () => {
+  const summary = `insert into read_model.case_summary (case_id, case_status) values ('c_iso', 'ACCEPTED')`;
+  const obligation = `insert into case_core.sla_obligation (case_id, obligation_type, due_at, source_event_id, status) values ('c_iso', 't', now(), 'e', 'OPEN')`;
+  const job = `insert into public.notification_jobs (organization_id, channel, payload) values (gen_random_uuid(), 'email', '{}')`;
+
+  it.each([
+    ['case-projection writes the case summary', projectionWorker, summary, { rows: 1 }],
+    ['case-sla cannot write the case summary', slaWorker, summary, REFUSED],
+    ['notification-service cannot write the case summary', notificationWorker, summary, REFUSED],
+    ['case-sla opens obligations', slaWorker, obligation, { rows: 1 }],
+    ['case-projection cannot open obligations', projectionWorker, obligation, REFUSED],
+    ['notification-service (its ingest) writes jobs', notificationIngest, job, { rows: 1 }],
+    ['notification-service (its worker) writes jobs', notificationWorker, job, { rows: 1 }],
+    ['case-projection cannot write jobs', projectionWorker, job, REFUSED],
+    ['case-projection cannot read obligations', projectionWorker, `select * from case_core.sla_obligation`, REFUSED],
+    ['case-projection cannot delete case summaries', projectionWorker, `delete from read_model.case_summary`, REFUSED],
+    ["a deferred consumer's ingest writes no domain table", projectionIngest, summary, REFUSED],
+  ] as const)('%s', async (_, role, statement, expected) => {
+    expect(await outcome(role, statement)).toEqual(expected);
+  });
+});
+
+describe('roles', () => {
+  it("SET ROLE to another consumer's role is refused", async () => {
+    expect(await outcome(projectionWorker, `set local role ${slaWorker}`)).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `set local role ${projectionIngest}`)).toEqual(REFUSED);
+    expect(await outcome(projectionIngest, `set local role ${notificationIngest}`)).toEqual(REFUSED);
+  });
+
+  it('the kind role, reached by SET ROLE, serves no consumer: its writes are refused, its policies match no row', async () => {
+    const asKind = async (statement: string) => outcome(projectionWorker, statement, `set local role ${DatabaseRoles.worker}`);
+    expect(await asKind(processRows('case-sla'))).toEqual(REFUSED);
+    expect(await asKind(processRows('case-projection'))).toEqual(REFUSED);
+    expect(await asKind(`select * from integration.consumer_worker_slot`)).toEqual(NONE);
+  });
+
+  it('the kind roles of ingest and worker cannot log in, whatever their password', async () => {
+    const adminUrl = inject('dbAdminUrl');
+    const kinds = [DatabaseRoles.ingest, DatabaseRoles.ingestInline, DatabaseRoles.worker];
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    try {
+      await prepareRoleLogins(admin as unknown as Sql, adminUrl, kinds);
+    } finally {
+      await admin.end();
+    }
+    for (const role of kinds) {
+      const kind = db.client({ max: 1, role });
+      await expect(kind`select 1`, role).rejects.toMatchObject({ code: '28000' });
+    }
+  });
+});
+
+describe("the consumer roles' step", () => {
+  const adminUrl = inject('dbAdminUrl');
+  // A consumer of this test's own: its roles are server-wide, so no reference consumer's are retired here.
+  const gone: ConsumerDeclaration = { ...caseSla, name: 'isolation-gone', tables: { 'read_model.case_summary': { select: true } } };
+
+  async function provision(consumers: readonly ConsumerDeclaration[]) {
+    const result = await provisionConsumerRoles(sql, consumers);
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    try {
+      await prepareRoleLogins(admin as unknown as Sql, adminUrl, result.roles);
+    } finally {
+      await admin.end();
+    }
+    return result;
+  }
+
+  it("creates a declared consumer's roles as members of their kinds, granted exactly its tables", async () => {
+    const result = await provision([...CONSUMERS, gone]);
+
+    expect(result.roles).toEqual(expect.arrayContaining(['inbox_ingest_isolation_gone', 'inbox_worker_isolation_gone']));
+    const [role] = await sql<{ login: boolean; groups: string[]; summary: boolean; obligations: boolean }[]>`
+      select r.rolcanlogin as login,
+             array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid where m.member = r.oid order by 1) as groups,
+             has_table_privilege(r.rolname, 'read_model.case_summary', 'SELECT') as summary,
+             has_table_privilege(r.rolname, 'case_core.sla_obligation', 'INSERT') as obligations
+      from pg_roles r where r.rolname = 'inbox_worker_isolation_gone'`;
+    expect(role).toEqual({ login: true, groups: ['inbox_worker'], summary: true, obligations: false });
+  });
+
+  it('retires the roles of a consumer no longer declared: no login, no rows', async () => {
+    await provision([...CONSUMERS, gone]);
+    await sql`insert into integration.consumer_worker_slot (consumer_name, slot_no) values ('isolation-gone', 1) on conflict do nothing`;
+    expect(await outcome('inbox_worker_isolation_gone', `select * from integration.consumer_worker_slot`)).toEqual({ rows: 1 });
+
+    const result = await provisionConsumerRoles(sql, CONSUMERS);
+
+    expect(result.retired.sort()).toEqual(['inbox_ingest_isolation_gone', 'inbox_worker_isolation_gone']);
+    const [role] = await sql<{ login: boolean; summary: boolean }[]>`
+      select rolcanlogin as login, has_table_privilege(rolname, 'read_model.case_summary', 'SELECT') as summary
+      from pg_roles where rolname = 'inbox_worker_isolation_gone'`;
+    expect(role).toEqual({ login: false, summary: false });
+    expect(await sql`select consumer_of_role from integration.consumer_of_role('inbox_worker_isolation_gone')`).toEqual([{ consumer_of_role: null }]);
+    const fresh = db.client({ max: 1, role: 'inbox_worker_isolation_gone' });
+    await expect(fresh`select 1`).rejects.toMatchObject({ code: '28000' });
+  });
+
+  it('refuses a role that exists with more than LOGIN, changing nothing', async () => {
+    await sql`drop role if exists inbox_worker_isolation_mighty`;
+    await sql`create role inbox_worker_isolation_mighty login createdb`;
+    try {
+      const mighty: ConsumerDeclaration = { ...caseSla, name: 'isolation-mighty' };
+      await expect(provisionConsumerRoles(sql, [...CONSUMERS, mighty])).rejects.toMatchObject({ code: '42501' });
+      expect(await sql`select role_name from integration.consumer_role where consumer_name = 'isolation-mighty'`).toEqual([]);
+    } finally {
+      await sql`drop role inbox_worker_isolation_mighty`;
+    }
+  });
+
+  it('refuses two consumers whose names map to one role', async () => {
+    const a: ConsumerDeclaration = { ...caseSla, name: 'isolation-twin' };
+    const b: ConsumerDeclaration = { ...caseSla, name: 'isolation_twin' };
+    await expect(provisionConsumerRoles(sql, [...CONSUMERS, a, b])).rejects.toThrow(/map to one database role, inbox_ingest_isolation_twin/);
+  });
+});
+
+describe("the reaper's purge", () => {
+  it('can set only the purged form: a purge empties payload and headers, a rewrite is refused', async () => {
+    const [finished] = await insertInboxRows(sql, [{ consumerName: 'case-sla', status: 'PROCESSED', payload: { secret: 'kept until purged' } }]);
+    const reaper = DatabaseRoles.reaper;
+
+    expect(await outcome(reaper, `update integration.consumer_inbox set payload = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`)).toEqual(REFUSED);
+    expect(await outcome(reaper, `update integration.consumer_inbox set headers = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`)).toEqual(REFUSED);
+    await db.as(reaper)`update integration.consumer_inbox set payload_purged_at = now() where inbox_id = ${finished!.inbox_id}`;
+
+    expect(await sql`select payload, headers, error_detail from integration.consumer_inbox where inbox_id = ${finished!.inbox_id}`).toEqual([
+      { payload: {}, headers: {}, error_detail: null },
+    ]);
+  });
+
+  it("cannot purge a row that is not finished (a queued row's payload is still to be processed)", async () => {
+    const [queued] = await insertInboxRows(sql, [{ consumerName: 'case-sla' }]);
+    expect(await outcome(DatabaseRoles.reaper, `update integration.consumer_inbox set payload_purged_at = now() where inbox_id = '${queued!.inbox_id}'`)).toEqual({ code: '23514' });
+  });
+});
