@@ -43,6 +43,9 @@ export const STATEFUL_PARAMETERS = {
   connectResourceId: 'database/connect-resource-id',
   masterSecretArn: 'database/master-secret-arn',
   kafkaClusterArn: 'kafka/cluster-arn',
+  /** The cluster's topic and group ARNs without the name: `arn:…:topic/<cluster>/<uuid>`. */
+  kafkaTopicArnPrefix: 'kafka/topic-arn-prefix',
+  kafkaGroupArnPrefix: 'kafka/group-arn-prefix',
 } as const;
 
 export type StatefulParameter = keyof typeof STATEFUL_PARAMETERS;
@@ -61,6 +64,28 @@ export function writeStatefulParameters(scope: Construct, config: StageConfig, v
       description: `Kafka inbox ${config.stage}: ${STATEFUL_PARAMETERS[key]} of the stateful stack, read by the stage's other stacks at deploy time`,
     });
   }
+}
+
+/** A cluster's topic and group ARNs up to the name: append `/<topic>` or `/<group>`. */
+export interface KafkaArnPrefixes {
+  topic: string;
+  group: string;
+}
+
+/**
+ * The topic and group ARN prefixes of a cluster ARN (arn:…:cluster/<name>/<uuid>). Fn.split
+ * and Fn.select fold to plain strings when the ARN is a literal; for a token (the dev cluster)
+ * they are intrinsic functions, about 1 KB of template each time they appear, so they are
+ * built once, in the stateful stack, and read by the others as parameters.
+ */
+export function kafkaArnPrefixes(clusterArn: string): KafkaArnPrefixes {
+  const slashParts = Fn.split('/', clusterArn, 3);
+  const head = Fn.select(0, slashParts); // arn:<partition>:kafka:<region>:<account>:cluster
+  const name = Fn.select(1, slashParts);
+  const uuid = Fn.select(2, slashParts);
+  const colonParts = Fn.split(':', head, 6);
+  const prefix = `arn:${Fn.select(1, colonParts)}:kafka:${Fn.select(3, colonParts)}:${Fn.select(4, colonParts)}`;
+  return { topic: `${prefix}:topic/${name}/${uuid}`, group: `${prefix}:group/${name}/${uuid}` };
 }
 
 /** Where and how the runtime functions reach the database. */
@@ -109,10 +134,15 @@ export class StatefulReferences extends Construct {
   readonly masterSecret: secretsmanager.ISecret;
   readonly connection: DatabaseConnection;
   readonly mskClusterArn: string;
+  readonly kafkaArnPrefixes: KafkaArnPrefixes;
 
   constructor(scope: Construct, id: string, config: StageConfig) {
     super(scope, id);
-    const read = (key: StatefulParameter) => ssm.StringParameter.valueForStringParameter(this, statefulParameterName(config, key));
+    // Each parameter is read only if something renders it: a stack that does not use one
+    // (a consumer stack has no secret, no relay) must not declare it (an unused parameter is
+    // a template warning).
+    const read = (key: StatefulParameter) =>
+      Lazy.string({ produce: () => ssm.StringParameter.valueForStringParameter(this, statefulParameterName(config, key)) });
 
     const network = config.network;
     if (network.kind === 'existing') {
@@ -123,7 +153,7 @@ export class StatefulReferences extends Construct {
       this.vpc = importVpc(this, {
         // Read only if something renders it: a function's VpcConfig names subnets and groups,
         // not the VPC, and an unused parameter is a template warning.
-        vpcId: Lazy.string({ produce: () => read('vpcId') }),
+        vpcId: read('vpcId'),
         // Only the subnets' ids reach the template; their zones are not used by anything here.
         availabilityZones: network.availabilityZones ?? Array.from({ length: zones }, (_, i) => Fn.select(i, Fn.getAzs())),
         isolatedSubnetIds: Fn.split(',', read('subnetIds'), zones),
@@ -142,6 +172,10 @@ export class StatefulReferences extends Construct {
       viaProxy: config.database.rdsProxy,
     };
     this.mskClusterArn = config.msk.clusterArn ?? read('kafkaClusterArn');
+    this.kafkaArnPrefixes =
+      config.msk.clusterArn !== undefined
+        ? kafkaArnPrefixes(config.msk.clusterArn)
+        : { topic: read('kafkaTopicArnPrefix'), group: read('kafkaGroupArnPrefix') };
   }
 }
 

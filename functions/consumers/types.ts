@@ -168,6 +168,11 @@ export interface ConsumerDeclaration {
   emits?: Readonly<Record<string, EmittedEventDeclaration>>;
   /** 'continue' when omitted. */
   quarantinePolicy?: QuarantinePolicy;
+  /**
+   * The consumer stack it is deployed in (a key such as "payments"; "main" when omitted): a
+   * stable choice, since moving a consumer replaces its mappings (docs/stacks.md).
+   */
+  stack?: string;
 }
 
 /** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */
