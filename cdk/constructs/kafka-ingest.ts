@@ -14,7 +14,7 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/consumers/schema-registry';
 import { ingestRoleOf } from '../../functions/lib/database-roles';
-import { acknowledge, arnFinding, type NagAcknowledgement } from './nag';
+import { acknowledge, resourceFinding, type NagAcknowledgement } from './nag';
 import type { ConsumerStageConfig } from '../config';
 import type { KafkaArnPrefixes } from '../stacks/stage-references';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
@@ -133,7 +133,7 @@ export class KafkaIngest extends Construct {
           id: 'AwsSolutions-IAM5',
           reason:
             's3:PutObject on the on-failure bucket\'s objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.',
-          findings: [arnFinding(props.failedRecords, '/*')],
+          findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
         },
         ...(registry?.acknowledgements ?? []),
       ]);

@@ -10,6 +10,7 @@ import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { parseStageConfig, type DeclaredConsumer, type StageConfig } from '../../cdk/config';
 import { createInboxStacks, type InboxStacks } from '../../cdk/stacks/index';
+import { platformParameterName, type PlatformParameter } from '../../cdk/stacks/platform-references';
 import { statefulParameterName, type StatefulParameter } from '../../cdk/stacks/stage-references';
 
 interface CdkJson {
@@ -173,5 +174,22 @@ export function statefulParameterValue(s: Pick<Synthesized, 'config' | 'stateful
   const name = statefulParameterName(s.config, key);
   const found = Object.values(s.stateful.findResources('AWS::SSM::Parameter')).filter((p) => p.Properties.Name === name);
   if (found.length !== 1) throw new Error(`the stateful template writes ${name} ${found.length} times`);
+  return found[0]!.Properties.Value;
+}
+
+/** How a consumer stack's template refers to one of the platform stack's SSM parameters. */
+export function platformParameterRef(s: Pick<Synthesized, 'config'>, template: Template, key: PlatformParameter): { Ref: string } {
+  const name = platformParameterName(s.config, key);
+  const parameters = (template.toJSON().Parameters ?? {}) as Record<string, { Type: string; Default?: string }>;
+  const found = Object.entries(parameters).filter(([, p]) => p.Default === name && p.Type === 'AWS::SSM::Parameter::Value<String>');
+  if (found.length !== 1) throw new Error(`the template reads ${name} ${found.length} times`);
+  return { Ref: found[0]![0] };
+}
+
+/** The value the platform template writes to one of its SSM parameters. */
+export function platformParameterValue(s: Pick<Synthesized, 'config' | 'platform'>, key: PlatformParameter): unknown {
+  const name = platformParameterName(s.config, key);
+  const found = Object.values(s.platform.findResources('AWS::SSM::Parameter')).filter((p) => p.Properties.Name === name);
+  if (found.length !== 1) throw new Error(`the platform template writes ${name} ${found.length} times`);
   return found[0]!.Properties.Value;
 }
