@@ -18,7 +18,7 @@ import * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { LambdaInvoke } from 'aws-cdk-lib/aws-scheduler-targets';
 import * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import { acknowledge, arnFinding } from './nag';
+import { acknowledge, arnFinding, resourceFinding } from './nag';
 
 /** The oldest asynchronous event any function accepts: Lambda's minimum, and no longer than any schedule's interval. */
 export const ASYNC_MAX_EVENT_AGE = Duration.seconds(60);
@@ -100,10 +100,11 @@ export class Schedules extends ScheduleSupport {
     // The consumer stacks' workers: any function of the stage tagged as scheduled, so that a
     // consumer added in its own stack changes nothing here. Their schedules use this role
     // (imported, so their grants add nothing to it).
+    const anyFunction = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
     this.role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: ['lambda:InvokeFunction'],
-        resources: [Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME })],
+        resources: [anyFunction],
         conditions: { StringEquals: { [`aws:ResourceTag/${SCHEDULED_TAG}`]: stageId } },
       }),
     );
@@ -113,7 +114,7 @@ export class Schedules extends ScheduleSupport {
         id: 'AwsSolutions-IAM5',
         reason:
           'The workers live in the consumer stacks: the role invokes the functions that carry the stage\'s scheduled tag (aws:ResourceTag condition), and the platform\'s own scheduled functions and their versions (function-arn:*).',
-        findings: [`Resource::arn:<AWS::Partition>:lambda:<AWS::Region>:<AWS::AccountId>:function:*`],
+        findings: [resourceFinding(this, anyFunction)],
       },
     ]);
   }

@@ -175,7 +175,8 @@ export class ConsumerStack extends Stack {
       scheduled,
       failureQueues: [],
       thresholds: config.alarms,
-      topic: sns.Topic.fromTopicArn(this, 'AlarmTopic', shared.alarmTopicArn),
+      // A stage's existing topic by its ARN; else the platform's, through its parameter.
+      topic: sns.Topic.fromTopicArn(this, 'AlarmTopic', config.alarms.snsTopicArn ?? shared.alarmTopicArn),
     });
   }
 }

@@ -8,6 +8,7 @@
  *   /<prefix>/<stage>/consumers/<name>  written by a consumer's stack: where ops finds what it
  *                                       switches (its worker schedule and function, its mappings)
  */
+import { Lazy } from 'aws-cdk-lib';
 import * as ssm from 'aws-cdk-lib/aws-ssm';
 import type { Construct } from 'constructs';
 import type { StageConfig } from '../config';
@@ -49,12 +50,16 @@ export function writePlatformParameters(scope: Construct, config: StageConfig, v
   }
 }
 
-/** The platform's values as a consumer stack reads them (CloudFormation resolves them at deploy time). */
+/**
+ * The platform's values as a consumer stack reads them (CloudFormation resolves them at
+ * deploy time), each declared only if something renders it (an unused parameter is a
+ * template warning).
+ */
 export function readPlatformParameters(scope: Construct, config: StageConfig): Record<PlatformParameter, string> {
   return Object.fromEntries(
     (Object.keys(PLATFORM_PARAMETERS) as PlatformParameter[]).map((key) => [
       key,
-      ssm.StringParameter.valueForStringParameter(scope, platformParameterName(config, key)),
+      Lazy.string({ produce: () => ssm.StringParameter.valueForStringParameter(scope, platformParameterName(config, key)) }),
     ]),
   ) as Record<PlatformParameter, string>;
 }
