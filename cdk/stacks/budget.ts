@@ -41,18 +41,18 @@ export function stackSizes(assembly: CloudAssembly): StackSize[] {
   }));
 }
 
-/** Throws StackBudgetError listing every stack over its budget. */
-export function checkStackBudgets(assembly: CloudAssembly): StackSize[] {
+/** Throws StackBudgetError listing every stack over its budget (tests may pass a tighter one). */
+export function checkStackBudgets(assembly: CloudAssembly, budget: { resources: number; templateBytes: number } = STACK_BUDGET): StackSize[] {
   const sizes = stackSizes(assembly);
   const over = sizes.flatMap((s) => {
     const problems: string[] = [];
-    if (s.resources > STACK_BUDGET.resources) problems.push(`${s.resources} resources (budget ${STACK_BUDGET.resources}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.resources})`);
-    if (s.templateBytes > STACK_BUDGET.templateBytes) problems.push(`a ${s.templateBytes}-byte template (budget ${STACK_BUDGET.templateBytes}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.templateBytes})`);
+    if (s.resources > budget.resources) problems.push(`${s.resources} resources (budget ${budget.resources}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.resources})`);
+    if (s.templateBytes > budget.templateBytes) problems.push(`a ${s.templateBytes}-byte template (budget ${budget.templateBytes}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.templateBytes})`);
     return problems.length === 0 ? [] : [`${s.stackName}: ${problems.join(' and ')}`];
   });
   if (over.length > 0) {
     throw new StackBudgetError(
-      `Stacks over their budget (${Math.round(BUDGET_SHARE * 100)} % of CloudFormation's limits):\n  ${over.join('\n  ')}\n` +
+      `Stacks over their budget (${budget.resources} resources, ${budget.templateBytes} bytes: ${Math.round(BUDGET_SHARE * 100)} % of CloudFormation's limits by default):\n  ${over.join('\n  ')}\n` +
         'A consumer stack: move the consumers added last to another stack (their declaration\'s or the stage\'s "stack", docs/stacks.md), or lower stages.<stage>.maxConsumersPerStack. ' +
         'The platform or stateful stack: find what grew there with `cdk synth` and the template, and split it off.',
     );
