@@ -13,6 +13,7 @@ import { defaultMaxConnections, RUNBOOK } from '../../cdk/constructs/alarms';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { INGEST_TAG, WORKER_TAG } from '../../cdk/constructs/ops';
+import { SCHEDULED_TAG } from '../../cdk/constructs/scheduled';
 import {
   actionsOf,
   platformParameterRef,
@@ -267,6 +268,21 @@ describe("the control plane's least privilege", () => {
     const entries = JSON.stringify(resources(s.stateless, 'AWS::SSM::Parameter').filter(([, p]) => String(p.Properties.Name).startsWith('/KafkaInbox/dev/consumers/')));
     for (const [id] of workers) expect(entries).toContain(`{"Ref":"${id}"}`);
     expect(Object.keys(ops()[1].Properties.Environment.Variables)).not.toContain('WORKER_FUNCTIONS');
+  });
+
+  it("lets the schedules' role invoke the workers of this stage's consumer stacks by their tag, and them alone", () => {
+    const [[roleId]] = resources(s.platform, 'AWS::IAM::Role').filter(([id]) => /SchedulesRole/.test(id)) as [[string, Resource]];
+    const byTag = statementsOfRole(s.platform, roleId).filter((st) => JSON.stringify(st).includes('aws:ResourceTag'));
+    expect(byTag).toHaveLength(1);
+    expect(actionsOf(byTag[0]!)).toEqual(['lambda:InvokeFunction']);
+    expect((byTag[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${SCHEDULED_TAG}`]: 'KafkaInbox-dev' } });
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) => JSON.stringify(f.Properties.Tags ?? []).includes(SCHEDULED_TAG));
+    expect(tagged.map(([, f]) => f.Properties.Description).sort()).toEqual(CONSUMERS.map((c) => `Kafka inbox worker: ${c.name}`).sort());
+    // Their schedules run as that role, named for their consumer.
+    const schedules = resources(s.consumerStacks.main!, 'AWS::Scheduler::Schedule');
+    expect(schedules.map(([, sc]) => sc.Properties.Name).sort()).toEqual(CONSUMERS.map((c) => `worker-${c.name}`).sort());
+    for (const [, sc] of schedules) expect(sc.Properties.Target.RoleArn).toEqual(platformParameterRef(s, s.consumerStacks.main!, 'schedulerRoleArn'));
+    expect(platformParameterValue(s, 'schedulerRoleArn')).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });
   });
 
   it('keeps cdk-nag clean', () => {
