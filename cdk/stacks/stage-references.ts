@@ -16,7 +16,7 @@
  * What the configuration states (an existing VPC's ids, an existing cluster's ARN) is used
  * as a literal by every stack; the parameters carry what only exists once deployed.
  */
-import { Annotations, ArnFormat, Fn, Lazy, Stack } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Aws, Fn, Lazy, Stack, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as rds from 'aws-cdk-lib/aws-rds';
@@ -73,19 +73,24 @@ export interface KafkaArnPrefixes {
 }
 
 /**
- * The topic and group ARN prefixes of a cluster ARN (arn:…:cluster/<name>/<uuid>). Fn.split
- * and Fn.select fold to plain strings when the ARN is a literal; for a token (the dev cluster)
- * they are intrinsic functions, about 1 KB of template each time they appear, so they are
- * built once, in the stateful stack, and read by the others as parameters.
+ * The topic and group ARN prefixes of a cluster ARN (arn:…:cluster/<name>/<uuid>). A
+ * literal ARN (an existing cluster) is parsed here. A token is the dev cluster's, created in
+ * the stateful stack's own account and region: its name and uuid come from one Fn::Split,
+ * the rest from the pseudo parameters. Even so the expression is repeated wherever it is
+ * used, so it is built once, in the stateful stack, and read by the others as parameters.
  */
 export function kafkaArnPrefixes(clusterArn: string): KafkaArnPrefixes {
-  const slashParts = Fn.split('/', clusterArn, 3);
-  const head = Fn.select(0, slashParts); // arn:<partition>:kafka:<region>:<account>:cluster
-  const name = Fn.select(1, slashParts);
-  const uuid = Fn.select(2, slashParts);
-  const colonParts = Fn.split(':', head, 6);
-  const prefix = `arn:${Fn.select(1, colonParts)}:kafka:${Fn.select(3, colonParts)}:${Fn.select(4, colonParts)}`;
-  return { topic: `${prefix}:topic/${name}/${uuid}`, group: `${prefix}:group/${name}/${uuid}` };
+  if (!Token.isUnresolved(clusterArn)) {
+    const match = /^arn:([^:]+):kafka:([^:]+):(\d{12}):cluster\/([^/]+)\/([^/]+)$/.exec(clusterArn);
+    if (match === null) throw new Error(`not an MSK cluster ARN: ${clusterArn}`);
+    const [, partition, region, account, name, uuid] = match;
+    const prefix = `arn:${partition}:kafka:${region}:${account}`;
+    return { topic: `${prefix}:topic/${name}/${uuid}`, group: `${prefix}:group/${name}/${uuid}` };
+  }
+  const parts = Fn.split('/', clusterArn, 3);
+  const cluster = `${Fn.select(1, parts)}/${Fn.select(2, parts)}`;
+  const prefix = `arn:${Aws.PARTITION}:kafka:${Aws.REGION}:${Aws.ACCOUNT_ID}`;
+  return { topic: `${prefix}:topic/${cluster}`, group: `${prefix}:group/${cluster}` };
 }
 
 /** Where and how the runtime functions reach the database. */
