@@ -1,7 +1,8 @@
 /**
  * The CDK app: the only infrastructure file that reads context (or env). It validates the
- * stage's configuration, builds the two stacks and runs the cdk-nag AwsSolutions checks,
- * so that `cdk synth` fails on an unacknowledged finding just as the tests do.
+ * stage's configuration, builds its stacks (stateful, platform, consumer stacks) and runs the
+ * cdk-nag AwsSolutions checks, so that `cdk synth` fails on an unacknowledged finding just as
+ * the tests do, and on a stack over its size budget (stacks/budget.ts).
  *
  *   npx cdk synth                      # the stage named by the "stage" context (cdk.json: dev)
  *   npx cdk deploy --all -c stage=prod # another stage from cdk.json's "stages"
@@ -10,6 +11,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONSUMERS } from '../functions/consumers/index';
 import { parseStageConfig, StageConfigError } from './config';
+import { checkStackBudgets } from './stacks/budget';
 import { createInboxStacks } from './stacks/index';
 
 const app = new App();
@@ -18,6 +20,8 @@ const stages = (app.node.tryGetContext('stages') ?? {}) as Record<string, unknow
 if (!(stage in stages)) {
   throw new StageConfigError(`Unknown stage "${stage}": add it under "stages" in cdk.json (known: ${Object.keys(stages).join(', ') || 'none'})`);
 }
-createInboxStacks(app, parseStageConfig(stage, stages[stage], CONSUMERS));
+// Where each consumer was deployed, as committed: a consumer moved by accident is refused.
+const placements = (app.node.tryGetContext('consumerStacks') ?? {}) as Record<string, Record<string, string>>;
+createInboxStacks(app, parseStageConfig(stage, stages[stage], CONSUMERS, placements[stage] ?? {}));
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app, { verbose: true }));
-app.synth();
+checkStackBudgets(app.synth());

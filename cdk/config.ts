@@ -30,6 +30,23 @@ const CONSUMER_GROUP_ID = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
 
 const int = (min: number, max: number) => z.number().int().min(min).max(max);
 
+/** A consumer stack's key: the last part of its stack name (`<prefix>-<stage>-consumers-<key>`). */
+const CONSUMER_STACK_KEY = /^[a-z0-9][a-z0-9-]{0,19}$/;
+const CONSUMER_STACK_KEY_RULE = 'must be 1-20 characters of [a-z0-9-], starting with a letter or digit';
+
+/** The consumer stack of a consumer that names none, in its declaration or the stage. */
+export const DEFAULT_CONSUMER_STACK = 'main';
+
+/**
+ * Consumers per consumer stack, at most: a consumer adds about 25 resources and 30 KB of
+ * template, so 12 keep a stack near 300 of CloudFormation's 500 resources and a third of
+ * its 1 MB (the budget check in cdk/stacks/budget.ts measures the real templates).
+ */
+export const MAX_CONSUMERS_PER_STACK = 12;
+
+/** Worker schedules are named `worker-<consumer>` (64 characters at most): ops finds them by that name. */
+const MAX_CONSUMER_NAME = 57;
+
 /** The retention periods CloudWatch Logs accepts (days), up to a year. */
 const logRetentionDays = z.literal([1, 3, 5, 7, 14, 30, 60, 90, 180, 365]);
 
@@ -107,6 +124,13 @@ const consumerOverride = z.object(withoutDefaults).extend({
   enabled: z.boolean().default(true),
   /** Sets or replaces the declaration's schema registry in this stage (functions/consumers/schema-registry.ts). */
   schemaRegistry: schemaRegistrySchema.optional(),
+  /** The consumer stack it is deployed in, in this stage: replaces the declaration's choice (docs/stacks.md). */
+  stack: z.string().regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE).optional(),
+  /**
+   * The stack it is deployed in until now, when it moves: the acknowledgement that the move
+   * replaces its functions, mappings and schedule (docs/stacks.md "Moving a consumer").
+   */
+  movedFrom: z.string().regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE).optional(),
 });
 
 const stageSchema = z
@@ -228,6 +252,8 @@ const stageSchema = z
     /** Defaults for every consumer, then per-consumer overrides keyed by consumer name. */
     consumerDefaults: consumerSettings.prefault({}),
     consumers: z.record(z.string(), consumerOverride).default({}),
+    /** How many consumers one consumer stack may hold (docs/stacks.md). */
+    maxConsumersPerStack: int(1, MAX_CONSUMERS_PER_STACK).default(MAX_CONSUMERS_PER_STACK),
     worker: z
       .object({
         /** Row lease; longer than any worker invocation, so a live worker never loses its rows. */
@@ -365,6 +391,8 @@ export interface ConsumerStageConfig extends ConsumerSettings {
   schemaRegistry?: SchemaRegistry;
   /** The topics its emitted events are published to by the relay (none: it emits nothing). */
   outboxTopics: string[];
+  /** The key of the consumer stack it is deployed in. */
+  stack: string;
 }
 
 export interface StageConfig extends Omit<StageSettings, 'consumers' | 'consumerDefaults'> {
@@ -380,7 +408,16 @@ export interface DeclaredConsumer {
   schemaRegistry?: SchemaRegistryDeclaration;
   /** The event types it emits through the outbox, each with the topic the relay publishes it to. */
   emits?: Readonly<Record<string, { topic: string }>>;
+  /** The consumer stack it is deployed in (default: main); a stage may choose another. */
+  stack?: string;
 }
+
+/**
+ * Where each consumer of a stage was deployed, as committed (cdk.json, context
+ * "consumerStacks"): consumer name → stack key. Synth refuses a consumer whose stack differs
+ * from its record unless the stage acknowledges the move (movedFrom).
+ */
+export type RecordedPlacements = Readonly<Record<string, string>>;
 
 /**
  * Lambda requires a consumer group id to be unique among the account's Kafka event sources,
@@ -395,7 +432,12 @@ function groupIds(base: string, topics: string[]): Record<string, string> {
  * Validate the raw context of one stage against the declared consumers. Throws
  * StageConfigError listing every problem with its context path.
  */
-export function parseStageConfig(stage: string, raw: unknown, declared: readonly DeclaredConsumer[]): StageConfig {
+export function parseStageConfig(
+  stage: string,
+  raw: unknown,
+  declared: readonly DeclaredConsumer[],
+  recorded: RecordedPlacements = {},
+): StageConfig {
   const result = stageSchema.safeParse(raw ?? {});
   const problems: string[] = [];
   if (!result.success) {
@@ -427,8 +469,15 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
   const consumers: ConsumerStageConfig[] = [];
   const seenGroups = new Map<string, string>();
   for (const declaration of declared) {
-    const { topics: topicOverride, consumerGroupId, enabled, schemaRegistry: registryOverride, ...settings } =
-      overrides[declaration.name] ?? { enabled: true };
+    const {
+      topics: topicOverride,
+      consumerGroupId,
+      enabled,
+      schemaRegistry: registryOverride,
+      stack: stackOverride,
+      movedFrom,
+      ...settings
+    } = overrides[declaration.name] ?? { enabled: true };
     if (!enabled) continue;
     const merged: ConsumerSettings = { ...consumerDefaults, ...stripUndefined(settings) };
     const topics = topicOverride ?? [...declaration.topics];
@@ -452,6 +501,8 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
       if (owner !== undefined) problems.push(`${path}: consumer group "${group}" is also used by ${owner}`);
       seenGroups.set(group, `${declaration.name}/${topic}`);
     }
+    const stack = stackOverride ?? declaration.stack ?? DEFAULT_CONSUMER_STACK;
+    problems.push(...placementProblems(path, declaration, stack, recorded[declaration.name], movedFrom));
     const schemaRegistry = registryOverride ?? declaredRegistry(declaration, problems);
     if (schemaRegistry !== undefined) problems.push(...registryProblems(path, schemaRegistry, rest));
     consumers.push({
@@ -462,9 +513,11 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
       consumerGroupIds,
       ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
       outboxTopics: [...new Set(Object.values(declaration.emits ?? {}).map((e) => e.topic))].sort(),
+      stack,
     });
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+  problems.push(...stackSizeProblems(stage, consumers, rest.maxConsumersPerStack));
   problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
   problems.push(...pollerGroupProblems(stage, consumers));
   problems.push(...brokerRouteProblems(stage, consumers, rest));
@@ -473,6 +526,43 @@ export function parseStageConfig(stage: string, raw: unknown, declared: readonly
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
   }
   return { stage, ...rest, consumers };
+}
+
+/**
+ * A consumer's stack is a stable choice: moving it deletes its functions, mappings and
+ * schedule in one stack and creates them in another (its mappings start again from the
+ * consumer group's committed offsets; its alarms and dashboard rows start empty). So a
+ * stack that differs from the recorded one is refused unless the stage says movedFrom.
+ */
+function placementProblems(path: string, declaration: DeclaredConsumer, stack: string, recorded: string | undefined, movedFrom: string | undefined): string[] {
+  const problems: string[] = [];
+  if (!CONSUMER_STACK_KEY.test(stack)) problems.push(`consumer declaration ${declaration.name}: stack "${stack}" ${CONSUMER_STACK_KEY_RULE}`);
+  if (declaration.name.length > MAX_CONSUMER_NAME) {
+    problems.push(`consumer declaration ${declaration.name}: the name is longer than ${MAX_CONSUMER_NAME} characters (its worker schedule is worker-<name>, 64 at most)`);
+  }
+  if (movedFrom !== undefined && movedFrom !== recorded) {
+    problems.push(`${path}.movedFrom: "${movedFrom}" is not where it is recorded (${recorded === undefined ? 'no record' : `"${recorded}"`}); remove movedFrom`);
+  } else if (recorded !== undefined && recorded !== stack && movedFrom === undefined) {
+    problems.push(
+      `${path}: moves from consumer stack "${recorded}" to "${stack}", which replaces its functions, event-source mappings and schedule. ` +
+        `If that is meant, set ${path}.movedFrom to "${recorded}" for the deploy that moves it, then record "${stack}" under consumerStacks and remove movedFrom (docs/stacks.md "Moving a consumer"); else keep it in "${recorded}"`,
+    );
+  }
+  return problems;
+}
+
+/** A consumer stack holds at most maxConsumersPerStack consumers, so that its template stays within CloudFormation's limits. */
+function stackSizeProblems(stage: string, consumers: ConsumerStageConfig[], max: number): string[] {
+  const byStack = new Map<string, string[]>();
+  for (const c of consumers) byStack.set(c.stack, [...(byStack.get(c.stack) ?? []), c.name]);
+  return [...byStack].flatMap(([stack, names]) =>
+    names.length <= max
+      ? []
+      : [
+          `stages.${stage}: consumer stack "${stack}" would hold ${names.length} consumers, at most ${max} fit one stack: ` +
+            `give the consumers added last (${names.slice(max).join(', ')}) another stack, in their declaration (stack: "...") or under stages.${stage}.consumers.<name>.stack (docs/stacks.md)`,
+        ],
+  );
 }
 
 /** The worker's reserved concurrency in Lambda: undefined when none is reserved. */

@@ -69,7 +69,8 @@ export interface InboxAlarmsProps {
   functions: MonitoredFunction[];
   scheduled: ScheduledFunction[];
   failureQueues: FailureQueue[];
-  database: { cluster: rds.IDatabaseCluster; maxCapacityAcu: number };
+  /** The database's alarms: the platform stack's alone. */
+  database?: { cluster: rds.IDatabaseCluster; maxCapacityAcu: number };
   thresholds: StageConfig['alarms'];
   topic: sns.ITopic;
 }
@@ -206,6 +207,7 @@ export class InboxAlarms extends Construct {
       );
     }
 
+    if (props.database === undefined) return;
     const { cluster, maxCapacityAcu } = props.database;
     const maxConnections = t.databaseMaxConnections ?? defaultMaxConnections(maxCapacityAcu);
     add(

@@ -11,13 +11,13 @@ import { Construct } from 'constructs';
 import { reservedConcurrencyOf, type ConsumerStageConfig, type StageConfig } from '../config';
 import { workerRoleOf } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
-import type { Schedules } from './scheduled';
+import { workerScheduleName, type ScheduleSupport } from './scheduled';
 
 export interface ConsumerWorkerProps {
   platform: FunctionPlatform;
   consumer: ConsumerStageConfig;
   worker: StageConfig['worker'];
-  schedules: Schedules;
+  schedules: ScheduleSupport;
 }
 
 export class ConsumerWorker extends Construct {
@@ -66,7 +66,15 @@ export class ConsumerWorker extends Construct {
         statements: [this.invokeStatement()],
       });
     }
-    this.schedule = props.schedules.schedule(this, 'Schedule', this.function, Duration.minutes(1), `Drain the ${consumer.name} inbox`);
+    // Named for its consumer: ops finds it by that name (docs/ops.md).
+    this.schedule = props.schedules.schedule(
+      this,
+      'Schedule',
+      this.function,
+      Duration.minutes(1),
+      `Drain the ${consumer.name} inbox`,
+      workerScheduleName(consumer.name),
+    );
   }
 
   /**

@@ -5,7 +5,7 @@
  * to the on-failure bucket with their payload, so nothing is dropped silently. A consumer
  * that declares a schema registry gets it on every one of its mappings, and nothing else does.
  */
-import { Duration, Fn, Stack } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { ConfluentSchemaRegistry, GlueSchemaRegistry, ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -14,8 +14,9 @@ import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/consumers/schema-registry';
 import { ingestRoleOf } from '../../functions/lib/database-roles';
-import { acknowledge, arnFinding, type NagAcknowledgement } from './nag';
+import { acknowledge, resourceFinding, type NagAcknowledgement } from './nag';
 import type { ConsumerStageConfig } from '../config';
+import type { KafkaArnPrefixes } from '../stacks/stage-references';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 
 export interface KafkaIngestProps {
@@ -23,23 +24,14 @@ export interface KafkaIngestProps {
   consumer: ConsumerStageConfig;
   /** Literal or token (a cluster created in the stage). */
   clusterArn: string;
+  /** The cluster's topic and group ARN prefixes, built once per stage (stage-references.ts). */
+  kafkaArnPrefixes: KafkaArnPrefixes;
   failedRecords: s3.IBucket;
 }
 
-/** The topic and group ARNs that belong to a cluster ARN (arn:…:cluster/<name>/<uuid>). */
-export function kafkaResourceArns(clusterArn: string, topics: string[], groups: string[]): { topicArns: string[]; groupArns: string[] } {
-  // Fn.split/select fold to plain strings when the ARN is a literal, and to intrinsic
-  // functions when it is a token, so one code path serves both.
-  const slashParts = Fn.split('/', clusterArn, 3);
-  const head = Fn.select(0, slashParts); // arn:<partition>:kafka:<region>:<account>:cluster
-  const name = Fn.select(1, slashParts);
-  const uuid = Fn.select(2, slashParts);
-  const colonParts = Fn.split(':', head, 6);
-  const prefix = `arn:${Fn.select(1, colonParts)}:kafka:${Fn.select(3, colonParts)}:${Fn.select(4, colonParts)}`;
-  return {
-    topicArns: topics.map((t) => `${prefix}:topic/${name}/${uuid}/${t}`),
-    groupArns: groups.map((g) => `${prefix}:group/${name}/${uuid}/${g}`),
-  };
+/** The topic and group ARNs under a cluster's prefixes. */
+export function kafkaResourceArns(prefixes: KafkaArnPrefixes, topics: readonly string[], groups: readonly string[]): { topicArns: string[]; groupArns: string[] } {
+  return { topicArns: topics.map((t) => `${prefixes.topic}/${t}`), groupArns: groups.map((g) => `${prefixes.group}/${g}`) };
 }
 
 /**
@@ -119,7 +111,7 @@ export class KafkaIngest extends Construct {
     // MSK IAM auth: the mapping connects with the function's role. Least privilege on the
     // cluster, this consumer's topics and its consumer groups.
     const groups = Object.values(consumer.consumerGroupIds);
-    const { topicArns, groupArns } = kafkaResourceArns(props.clusterArn, consumer.topics, groups);
+    const { topicArns, groupArns } = kafkaResourceArns(props.kafkaArnPrefixes, consumer.topics, groups);
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['kafka-cluster:Connect', 'kafka-cluster:DescribeClusterDynamicConfiguration'],
@@ -146,7 +138,7 @@ export class KafkaIngest extends Construct {
           id: 'AwsSolutions-IAM5',
           reason:
             's3:PutObject on the on-failure bucket\'s objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.',
-          findings: [arnFinding(props.failedRecords, '/*')],
+          findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
         },
         ...(registry?.acknowledgements ?? []),
       ]);

@@ -49,6 +49,16 @@ export class InboxMetrics {
   }
 
   /**
+   * A SEARCH expression over every consumer's series of one of our metrics (the dimensions
+   * ConsumerName and service, this service only): what the overview charts without naming
+   * a consumer. The label of each series is its consumer.
+   */
+  searchAllConsumers(name: MetricName, statistic: string): string {
+    const schema = `{${this.namespace},${METRIC_DIMENSION},service}`;
+    return `SEARCH('${schema} MetricName="${name}" service="${this.serviceName}"', '${statistic}', ${PERIOD.toSeconds()})`;
+  }
+
+  /**
    * A percentile of ProcessingLatency, or 0 for a period with fewer than `minSamples` rows
    * processed: in a quiet period one row that succeeded after its retries (minutes of
    * backoff) would be the whole "p99", and page someone for nothing.

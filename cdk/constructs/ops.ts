@@ -1,38 +1,40 @@
 /**
  * The ops function: the operator commands (functions/ops/commands/).
  *
- *   pause/resume       UpdateSchedule on the consumers' worker schedules (it replaces the whole
+ *   pause/resume       UpdateSchedule on a consumer's worker schedule (it replaces the whole
  *                      schedule, so it passes the schedules' role again: iam:PassRole on that
- *                      role, to Scheduler only); with --ingest, UpdateEventSourceMapping on the
- *                      ingest functions' own mappings; resume wakes the consumer's worker.
+ *                      role, to Scheduler only); with --ingest, UpdateEventSourceMapping on
+ *                      the consumer's ingest mappings; resume wakes the consumer's worker.
  *   schedule-replay    CreateSchedule of ops-replay-* schedules in the inbox's group, under a
  *                      role of their own that can invoke this function and nothing else.
+ *
+ * Nothing here grows with the consumers, so a consumer added in a consumer stack changes
+ * neither this function's environment nor its policy. It finds a consumer's schedule,
+ * worker and mappings in the consumer directory (SSM parameters its stack writes, under
+ * CONSUMER_DIRECTORY), and its permissions name patterns: the worker schedules by their
+ * name (`worker-<consumer>`, in the stage's group), the workers and the ingest mappings by
+ * the tag their consumer stack gives them (value: the stage id), the directory by its path.
  */
-import { Duration, Stack } from 'aws-cdk-lib';
+import { ArnFormat, Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
-import type * as lambda from 'aws-cdk-lib/aws-lambda';
-import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, resourceFinding } from './nag';
-import type { Schedules } from './scheduled';
+import { WORKER_SCHEDULE_PREFIX, type Schedules } from './scheduled';
 
-export interface OpsConsumer {
-  /** Its worker schedule (pause, resume). */
-  schedule: scheduler.ISchedule;
-  /** Its worker function (resume wakes it). */
-  worker: lambda.IFunction;
-  /** Its ingest function and that function's event-source mappings (pause, resume --ingest). */
-  ingest: { function: lambda.IFunction; mappingIds: string[]; mappingArns: string[] };
-}
+/** Tags of a consumer stack's functions and mappings that ops may switch, valued with the stage id. */
+export const WORKER_TAG = 'kafka-inbox:worker';
+export const INGEST_TAG = 'kafka-inbox:ingest';
 
 export interface OpsProps {
   platform: FunctionPlatform;
   schedules: Schedules;
-  /** Each consumer's schedule, functions and mappings, by consumer name. */
-  consumers: Record<string, OpsConsumer>;
+  /** `<prefix>-<stage>`: the value of WORKER_TAG and INGEST_TAG on what this stage's ops may switch. */
+  stageId: string;
+  /** The SSM path of the consumer directory (ends with a slash). */
+  directoryPath: string;
 }
 
 const SCHEDULER = 'scheduler.amazonaws.com';
@@ -44,8 +46,8 @@ export class Ops extends Construct {
 
   constructor(scope: Construct, id: string, props: OpsProps) {
     super(scope, id);
-    const consumers = Object.entries(props.consumers);
-    const byConsumer = <T>(f: (c: OpsConsumer) => T) => Stack.of(this).toJsonString(Object.fromEntries(consumers.map(([name, c]) => [name, f(c)])));
+    const stack = Stack.of(this);
+    const groupName = props.schedules.group.scheduleGroupName;
     this.replayRole = new iam.Role(this, 'ReplayRole', {
       assumedBy: new iam.ServicePrincipal(SCHEDULER),
       description: 'EventBridge Scheduler: runs the one-time replay schedules of ops schedule-replay (invokes the ops function only)',
@@ -57,10 +59,8 @@ export class Ops extends Construct {
       timeout: Duration.seconds(60),
       database: { role: DatabaseRoles.ops },
       environment: {
-        WORKER_SCHEDULES: byConsumer((c) => c.schedule.scheduleName),
-        WORKER_FUNCTIONS: byConsumer((c) => c.worker.functionName),
-        INGEST_MAPPINGS: byConsumer((c) => c.ingest.mappingIds),
-        SCHEDULE_GROUP_NAME: props.schedules.group.scheduleGroupName,
+        CONSUMER_DIRECTORY: props.directoryPath,
+        SCHEDULE_GROUP_NAME: groupName,
         // schedule-replay: the one-time schedules invoke this function through this role.
         // The function's own ARN comes from its invocation context (in the environment it
         // would be a circular reference).
@@ -70,33 +70,37 @@ export class Ops extends Construct {
     // The one-time replay schedules invoke it asynchronously.
     props.schedules.invokedAsynchronously(this.function);
 
+    const workerSchedules = stack.formatArn({ service: 'scheduler', resource: 'schedule', resourceName: `${groupName}/${WORKER_SCHEDULE_PREFIX}*` });
+    const directory = stack.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${props.directoryPath.replace(/^\//, '')}*` });
+    const anyFunction = stack.formatArn({ service: 'lambda', resource: 'function', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const anyMapping = stack.formatArn({ service: 'lambda', resource: 'event-source-mapping', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['ssm:GetParameter'], resources: [directory] }));
+    this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'], resources: [workerSchedules] }));
+    // pause/resume --ingest read a mapping's state and set Enabled: the mappings its
+    // consumer stack tagged for this stage, and no other.
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
-        actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'],
-        resources: consumers.map(([, c]) => c.schedule.scheduleArn),
+        actions: ['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping'],
+        resources: [anyMapping],
+        conditions: { StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: props.stageId } },
       }),
     );
-    // pause/resume --ingest read a mapping's state and set Enabled. Both on the ingest
-    // mappings' ARNs only; the update also only while the mapping belongs to an ingest
-    // function (lambda:FunctionArn, which Lambda evaluates for Create/Update/Delete of a
-    // mapping, not for Get).
+    // resume wakes the consumer's worker: the stage's tagged workers, by their unqualified ARN.
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
-        actions: ['lambda:GetEventSourceMapping'],
-        resources: consumers.flatMap(([, c]) => c.ingest.mappingArns),
+        actions: ['lambda:InvokeFunction'],
+        resources: [anyFunction],
+        conditions: { StringEquals: { [`aws:ResourceTag/${WORKER_TAG}`]: props.stageId } },
       }),
     );
-    this.function.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['lambda:UpdateEventSourceMapping'],
-        resources: consumers.flatMap(([, c]) => c.ingest.mappingArns),
-        conditions: { ArnEquals: { 'lambda:FunctionArn': consumers.map(([, c]) => c.ingest.function.functionArn) } },
-      }),
-    );
-    // resume wakes the consumer's worker: its unqualified ARN, as its ingest's wake-ups do.
-    this.function.addToRolePolicy(
-      new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: consumers.map(([, c]) => c.worker.functionArn) }),
-    );
+    acknowledge(this.function, [
+      {
+        id: 'AwsSolutions-IAM5',
+        reason:
+          'What ops switches lives in the consumer stacks and grows with them: the worker schedules by their name pattern (worker-*) in the inbox group, the consumer directory by its SSM path, the workers and ingest mappings by the tag their stack gives them for this stage (aws:ResourceTag condition).',
+        findings: [workerSchedules, directory, anyFunction, anyMapping].map((arn) => resourceFinding(this, arn)),
+      },
+    ]);
     // One-time replay schedules are named ops-replay-* in the inbox's group; nothing else.
     const replaySchedules = Stack.of(this).formatArn({
       service: 'scheduler',

@@ -19,6 +19,7 @@ import { DatabaseRoles } from '../../functions/lib/database-roles';
 import type { StageConfig } from '../config';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { kafkaResourceArns } from './kafka-ingest';
+import type { KafkaArnPrefixes } from '../stacks/stage-references';
 import { retentionDays } from './log-retention';
 import { acknowledge } from './nag';
 import type { Schedules } from './scheduled';
@@ -28,6 +29,7 @@ export interface OutboxRelayProps {
   relay: StageConfig['relay'];
   /** Literal or token (a cluster created in the stage). */
   clusterArn: string;
+  kafkaArnPrefixes: KafkaArnPrefixes;
   /** Every topic a declared consumer emits to. */
   topics: string[];
   schedules: Schedules;
@@ -64,7 +66,7 @@ export class OutboxRelay extends Construct {
       },
     });
 
-    const { topicArns } = kafkaResourceArns(clusterArn, props.topics, []);
+    const { topicArns } = kafkaResourceArns(props.kafkaArnPrefixes, props.topics, []);
     this.function.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['kafka-cluster:Connect', 'kafka-cluster:WriteDataIdempotently'], resources: [clusterArn] }),
     );

@@ -1,12 +1,23 @@
-/** The two stacks of one stage, built from its validated configuration. */
+/**
+ * The stacks of one stage, built from its validated configuration: the stateful stack, the
+ * platform stack, and one consumer stack per stack key the consumers chose (docs/stacks.md).
+ */
 import type { App } from 'aws-cdk-lib';
-import type { StageConfig } from '../config';
+import type { ConsumerStageConfig, StageConfig } from '../config';
+import { ConsumerStack } from './consumer-stack';
+import { PlatformStack } from './platform-stack';
 import { StatefulStack } from './stateful-stack';
-import { StatelessStack } from './stateless-stack';
 
 export interface InboxStacks {
   stateful: StatefulStack;
-  stateless: StatelessStack;
+  platform: PlatformStack;
+  /** By stack key, in the order of the keys. */
+  consumers: ConsumerStack[];
+}
+
+/** `<prefix>-<stage>-consumers-<key>` */
+export function consumerStackName(config: Pick<StageConfig, 'stackPrefix' | 'stage'>, key: string): string {
+  return `${config.stackPrefix}-${config.stage}-consumers-${key}`;
 }
 
 export function createInboxStacks(app: App, config: StageConfig): InboxStacks {
@@ -20,13 +31,29 @@ export function createInboxStacks(app: App, config: StageConfig): InboxStacks {
     terminationProtection: config.database.deletionProtection,
     description: 'Kafka inbox: network, Aurora PostgreSQL, optional RDS Proxy and dev MSK cluster',
   });
-  const stateless = new StatelessStack(app, `${base}-stateless`, {
+  const platform = new PlatformStack(app, `${base}-stateless`, {
     ...(env ? { env } : {}),
     config,
     tags,
-    description: 'Kafka inbox: functions, event-source mappings, schedules, migrations, dashboard, alarms',
+    description: 'Kafka inbox platform: shared functions (reaper, ops, relay, migrations), buckets, queues, schedule group, alarm topic, overview dashboard',
   });
   // It reads the stateful stack's parameters when it deploys: `cdk deploy --all` deploys that one first.
-  stateless.addStackDependency(stateful, 'reads the SSM parameters the stateful stack writes');
-  return { stateful, stateless };
+  platform.addStackDependency(stateful, 'reads the SSM parameters the stateful stack writes');
+
+  const byKey = new Map<string, ConsumerStageConfig[]>();
+  for (const c of config.consumers) byKey.set(c.stack, [...(byKey.get(c.stack) ?? []), c]);
+  const consumers = [...byKey.keys()].sort().map((key) => {
+    const stack = new ConsumerStack(app, consumerStackName(config, key), {
+      ...(env ? { env } : {}),
+      config,
+      key,
+      consumers: byKey.get(key)!,
+      tags,
+      description: `Kafka inbox consumer stack ${key}: the functions, mappings, schedules, alarms and dashboard of its consumers`,
+    });
+    // It reads the platform's parameters, and its functions need the migrated schema.
+    stack.addStackDependency(platform, 'reads the SSM parameters the platform stack writes; the migrations run first');
+    return stack;
+  });
+  return { stateful, platform, consumers };
 }

@@ -16,7 +16,7 @@
  * What the configuration states (an existing VPC's ids, an existing cluster's ARN) is used
  * as a literal by every stack; the parameters carry what only exists once deployed.
  */
-import { Annotations, ArnFormat, Fn, Lazy, Stack } from 'aws-cdk-lib';
+import { Annotations, ArnFormat, Aws, Fn, Lazy, Stack, Token } from 'aws-cdk-lib';
 import * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as rds from 'aws-cdk-lib/aws-rds';
@@ -43,6 +43,9 @@ export const STATEFUL_PARAMETERS = {
   connectResourceId: 'database/connect-resource-id',
   masterSecretArn: 'database/master-secret-arn',
   kafkaClusterArn: 'kafka/cluster-arn',
+  /** The cluster's topic and group ARNs without the name: `arn:…:topic/<cluster>/<uuid>`. */
+  kafkaTopicArnPrefix: 'kafka/topic-arn-prefix',
+  kafkaGroupArnPrefix: 'kafka/group-arn-prefix',
 } as const;
 
 export type StatefulParameter = keyof typeof STATEFUL_PARAMETERS;
@@ -61,6 +64,33 @@ export function writeStatefulParameters(scope: Construct, config: StageConfig, v
       description: `Kafka inbox ${config.stage}: ${STATEFUL_PARAMETERS[key]} of the stateful stack, read by the stage's other stacks at deploy time`,
     });
   }
+}
+
+/** A cluster's topic and group ARNs up to the name: append `/<topic>` or `/<group>`. */
+export interface KafkaArnPrefixes {
+  topic: string;
+  group: string;
+}
+
+/**
+ * The topic and group ARN prefixes of a cluster ARN (arn:…:cluster/<name>/<uuid>). A
+ * literal ARN (an existing cluster) is parsed here. A token is the dev cluster's, created in
+ * the stateful stack's own account and region: its name and uuid come from one Fn::Split,
+ * the rest from the pseudo parameters. Even so the expression is repeated wherever it is
+ * used, so it is built once, in the stateful stack, and read by the others as parameters.
+ */
+export function kafkaArnPrefixes(clusterArn: string): KafkaArnPrefixes {
+  if (!Token.isUnresolved(clusterArn)) {
+    const match = /^arn:([^:]+):kafka:([^:]+):(\d{12}):cluster\/([^/]+)\/([^/]+)$/.exec(clusterArn);
+    if (match === null) throw new Error(`not an MSK cluster ARN: ${clusterArn}`);
+    const [, partition, region, account, name, uuid] = match;
+    const prefix = `arn:${partition}:kafka:${region}:${account}`;
+    return { topic: `${prefix}:topic/${name}/${uuid}`, group: `${prefix}:group/${name}/${uuid}` };
+  }
+  const parts = Fn.split('/', clusterArn, 3);
+  const cluster = `${Fn.select(1, parts)}/${Fn.select(2, parts)}`;
+  const prefix = `arn:${Aws.PARTITION}:kafka:${Aws.REGION}:${Aws.ACCOUNT_ID}`;
+  return { topic: `${prefix}:topic/${cluster}`, group: `${prefix}:group/${cluster}` };
 }
 
 /** Where and how the runtime functions reach the database. */
@@ -109,10 +139,15 @@ export class StatefulReferences extends Construct {
   readonly masterSecret: secretsmanager.ISecret;
   readonly connection: DatabaseConnection;
   readonly mskClusterArn: string;
+  readonly kafkaArnPrefixes: KafkaArnPrefixes;
 
   constructor(scope: Construct, id: string, config: StageConfig) {
     super(scope, id);
-    const read = (key: StatefulParameter) => ssm.StringParameter.valueForStringParameter(this, statefulParameterName(config, key));
+    // Each parameter is read only if something renders it: a stack that does not use one
+    // (a consumer stack has no secret, no relay) must not declare it (an unused parameter is
+    // a template warning).
+    const read = (key: StatefulParameter) =>
+      Lazy.string({ produce: () => ssm.StringParameter.valueForStringParameter(this, statefulParameterName(config, key)) });
 
     const network = config.network;
     if (network.kind === 'existing') {
@@ -123,7 +158,7 @@ export class StatefulReferences extends Construct {
       this.vpc = importVpc(this, {
         // Read only if something renders it: a function's VpcConfig names subnets and groups,
         // not the VPC, and an unused parameter is a template warning.
-        vpcId: Lazy.string({ produce: () => read('vpcId') }),
+        vpcId: read('vpcId'),
         // Only the subnets' ids reach the template; their zones are not used by anything here.
         availabilityZones: network.availabilityZones ?? Array.from({ length: zones }, (_, i) => Fn.select(i, Fn.getAzs())),
         isolatedSubnetIds: Fn.split(',', read('subnetIds'), zones),
@@ -142,6 +177,10 @@ export class StatefulReferences extends Construct {
       viaProxy: config.database.rdsProxy,
     };
     this.mskClusterArn = config.msk.clusterArn ?? read('kafkaClusterArn');
+    this.kafkaArnPrefixes =
+      config.msk.clusterArn !== undefined
+        ? kafkaArnPrefixes(config.msk.clusterArn)
+        : { topic: read('kafkaTopicArnPrefix'), group: read('kafkaGroupArnPrefix') };
   }
 }
 

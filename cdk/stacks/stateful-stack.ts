@@ -18,7 +18,7 @@ import { runtimeRoles } from '../../functions/lib/database-roles';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { acknowledge } from '../constructs/nag';
 import type { InterfaceEndpoint, StageConfig } from '../config';
-import { importVpc, writeStatefulParameters } from './stage-references';
+import { importVpc, kafkaArnPrefixes, writeStatefulParameters } from './stage-references';
 
 /** How often Secrets Manager rotates the master user's password. */
 export const MASTER_SECRET_ROTATION_DAYS = 30;
@@ -186,6 +186,8 @@ export class StatefulStack extends Stack {
       connectResourceId,
       masterSecretArn: this.databaseSecret.secretArn,
       kafkaClusterArn: this.mskClusterArn,
+      kafkaTopicArnPrefix: kafkaArnPrefixes(this.mskClusterArn).topic,
+      kafkaGroupArnPrefix: kafkaArnPrefixes(this.mskClusterArn).group,
     });
 
     this.suppressFindings(config);

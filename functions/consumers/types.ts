@@ -192,8 +192,12 @@ export interface ConsumerDeclaration {
    * role gets them. A statement on a table not named here fails with SQLSTATE 42501.
    */
   tables?: Readonly<Record<string, TablePrivileges>>;
+  /**
+   * The consumer stack it is deployed in (a key such as "payments"; "main" when omitted): a
+   * stable choice, since moving a consumer replaces its mappings (docs/stacks.md).
+   */
+  stack?: string;
 }
-
 
 /** Whether the declaration emits events through the outbox (an empty `emits` emits nothing). */
 export function emitsEvents(consumer: Pick<ConsumerDeclaration, 'emits'>): boolean {

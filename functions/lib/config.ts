@@ -214,6 +214,12 @@ const schema = z
     ).optional(),
     /** Each consumer's worker function, which ops resume wakes: JSON {consumer: function name}. */
     WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name').optional(),
+    /**
+     * The SSM path of the consumer directory (ops pause/resume in AWS): one parameter per
+     * consumer, written by its stack, naming its worker schedule and function and its ingest
+     * mappings (functions/ops/consumer-directory.ts). The explicit maps above win over it.
+     */
+    CONSUMER_DIRECTORY: z.string().trim().regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /').optional(),
     /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
     OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
     /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
@@ -301,6 +307,8 @@ export interface Config {
   ingestMappings: Record<string, string[]>;
   /** Each consumer's worker function (ops resume wakes it). */
   workerFunctions: Record<string, string>;
+  /** The SSM path of the consumer directory, where ops finds a consumer's schedule, worker and mappings in AWS. */
+  consumerDirectory?: string;
   relay: {
     batchSize: number;
     runLength: number;
@@ -376,6 +384,7 @@ export function parseConfig(env: Env): Config {
     reaper: { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS },
     ingestMappings: e.INGEST_MAPPINGS ?? {},
     workerFunctions: e.WORKER_FUNCTIONS ?? {},
+    ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
     relay: {
       batchSize: e.RELAY_BATCH_SIZE,
       runLength: e.RELAY_RUN_LENGTH,

@@ -8,6 +8,7 @@
 import { pathToFileURL } from 'node:url';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { SSMClient } from '@aws-sdk/client-ssm';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { createSql } from '../lib/db';
 import { osUser } from './command';
@@ -132,6 +133,7 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
   // Built on first use: most commands never talk to AWS.
   let schedulerClient: SchedulerClient | undefined;
   let lambdaClient: LambdaClient | undefined;
+  let ssmClient: SSMClient | undefined;
   try {
     const scheduler = {
       send: ((command: never) => (schedulerClient ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
@@ -139,13 +141,16 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     const lambda = {
       send: ((command: never) => (lambdaClient ??= new LambdaClient({})).send(command)) as LambdaClient['send'],
     };
+    const ssm = {
+      send: ((command: never) => (ssmClient ??= new SSMClient({})).send(command)) as SSMClient['send'],
+    };
     // An audit row the database refused (functions/ops/command.ts recordOrLog) goes to stderr.
     const logger = {
       info: () => {},
       error: (message: string, extra: Record<string, unknown>) => io.stderr(JSON.stringify({ level: 'ERROR', message, ...extra })),
     };
     const result = await runCommand(
-      { sql, scheduler, lambda, config, logger },
+      { sql, scheduler, lambda, ssm, config, logger },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );
@@ -162,6 +167,7 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
   } finally {
     schedulerClient?.destroy();
     lambdaClient?.destroy();
+    ssmClient?.destroy();
     await sql.end({ timeout: 5 });
   }
 }

@@ -7,6 +7,7 @@
 import { userInfo } from 'node:os';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { z } from 'zod';
 import { CONSUMERS } from '../consumers';
 import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
@@ -27,7 +28,9 @@ export interface OpsDeps {
   scheduler: Pick<SchedulerClient, 'send'>;
   /** Only pause/resume --ingest use it (event-source mappings). */
   lambda: Pick<LambdaClient, 'send'>;
-  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes'>;
+  /** Only pause/resume use it, in AWS: the consumer directory (./consumer-directory.ts). */
+  ssm?: Pick<SSMClient, 'send'>;
+  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes' | 'consumerDirectory'>;
   /** The declared consumers (default: functions/consumers). */
   consumers?: readonly ConsumerDeclaration[];
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */

@@ -10,6 +10,7 @@
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { SSMClient } from '@aws-sdk/client-ssm';
 import { loadConfig } from '../lib/config';
 import { getSql } from '../lib/db';
 import { createObservability } from '../lib/observability';
@@ -19,8 +20,9 @@ const config = loadConfig();
 const { logger } = createObservability(config, 'ops');
 const scheduler = new SchedulerClient({});
 const lambda = new LambdaClient({});
+const ssm = new SSMClient({});
 
 export const handler = createOpsHandler(
-  async () => ({ sql: await getSql(config.database), scheduler, lambda, config }),
+  async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, config }),
   logger,
 );

@@ -9,6 +9,9 @@
  *                      one that finds the pause) and enabled again.
  *   Lambda             with --ingest, the consumer's event-source mappings.
  *
+ * Which schedule, worker and mappings are the consumer's: the configuration's maps name
+ * them locally; in AWS the consumer directory does (./consumer-directory.ts).
+ *
  * Neither AWS API is transactional with the database. The AWS calls come first: pausing
  * ingest is what an operator does when the database is in trouble, and it must work then.
  * The database transaction follows, recording what each call changed (and the error of a
@@ -37,6 +40,7 @@ import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operato
 import { caller, flag, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
 import { OpsError, OpsErrorCodes } from './errors';
+import { readConsumerEntry } from './consumer-directory';
 import { auditLine } from './format';
 
 export const pauseSchema = z.strictObject({
@@ -112,8 +116,35 @@ export function updateInputFrom(current: GetScheduleCommandOutput, state: 'ENABL
   return { ...carried, Name, ScheduleExpression, Target, FlexibleTimeWindow, State: state };
 }
 
-function workerScheduleOf(deps: OpsDeps, consumer: string): { name: string; groupName: string | undefined } {
-  const name = deps.config.scheduler.workerSchedules[consumer];
+/**
+ * What the configuration's maps name for a consumer (the local run, tests), else its entry
+ * in the consumer directory (AWS: SSM, written by the consumer's stack), read once per command.
+ */
+interface ConsumerTargets {
+  workerSchedule: string | undefined;
+  workerFunction: string | undefined;
+  ingestMappings: string[];
+  /** Where these came from, for the messages. */
+  source: string;
+}
+
+async function targetsOf(deps: OpsDeps, consumer: string): Promise<ConsumerTargets> {
+  const { scheduler, ingestMappings, workerFunctions, consumerDirectory } = deps.config;
+  const explicit = scheduler.workerSchedules[consumer] !== undefined || ingestMappings[consumer] !== undefined || workerFunctions[consumer] !== undefined;
+  if (explicit || consumerDirectory === undefined || deps.ssm === undefined) {
+    return {
+      workerSchedule: scheduler.workerSchedules[consumer],
+      workerFunction: workerFunctions[consumer],
+      ingestMappings: ingestMappings[consumer] ?? [],
+      source: 'WORKER_SCHEDULES / INGEST_MAPPINGS',
+    };
+  }
+  const entry = await readConsumerEntry(deps.ssm, consumerDirectory, consumer);
+  return { ...entry, source: `the consumer directory (${consumerDirectory}${consumer})` };
+}
+
+function workerScheduleOf(deps: OpsDeps, consumer: string, targets: ConsumerTargets): { name: string; groupName: string | undefined } {
+  const name = targets.workerSchedule;
   if (name === undefined) {
     const configured = Object.keys(deps.config.scheduler.workerSchedules);
     throw new OpsError(
@@ -124,20 +155,20 @@ function workerScheduleOf(deps: OpsDeps, consumer: string): { name: string; grou
   return { name, groupName: deps.config.scheduler.groupName };
 }
 
-function ingestMappingsOf(deps: OpsDeps, consumer: string): string[] {
-  const uuids = deps.config.ingestMappings[consumer] ?? [];
+function ingestMappingsOf(deps: OpsDeps, consumer: string, targets: ConsumerTargets): string[] {
+  const uuids = targets.ingestMappings;
   if (uuids.length === 0) {
     const configured = Object.keys(deps.config.ingestMappings);
     throw new OpsError(
       OpsErrorCodes.NOT_CONFIGURED,
-      `consumer "${consumer}" has no ingest mappings in INGEST_MAPPINGS (configured: ${configured.join(', ') || 'none'})`,
+      `consumer "${consumer}" has no ingest mappings in ${targets.source === 'WORKER_SCHEDULES / INGEST_MAPPINGS' ? `INGEST_MAPPINGS (configured: ${configured.join(', ') || 'none'})` : targets.source}`,
     );
   }
   return uuids;
 }
 
-async function switchWorkerSchedule(deps: OpsDeps, consumer: string, action: Action): Promise<TargetChange> {
-  const ref = workerScheduleOf(deps, consumer);
+async function switchWorkerSchedule(deps: OpsDeps, consumer: string, targets: ConsumerTargets, action: Action): Promise<TargetChange> {
+  const ref = workerScheduleOf(deps, consumer, targets);
   const id = `${ref.groupName ?? 'default'}/${ref.name}`;
   const wanted = action === 'pause' ? 'DISABLED' : 'ENABLED';
   let current: GetScheduleCommandOutput;
@@ -204,8 +235,8 @@ async function recordSwitch(deps: OpsDeps, entry: OperatorActionEntry, consumer:
 }
 
 /** Invoke the consumer's worker once (asynchronously), so that what waited is processed now. */
-async function wakeAfterResume(deps: OpsDeps, consumer: string): Promise<'sent' | 'failed' | 'not-configured'> {
-  const functionName = deps.config.workerFunctions[consumer];
+async function wakeAfterResume(deps: OpsDeps, consumer: string, targets: ConsumerTargets): Promise<'sent' | 'failed' | 'not-configured'> {
+  const functionName = targets.workerFunction;
   if (functionName === undefined) return 'not-configured';
   try {
     await deps.lambda.send(
@@ -225,14 +256,15 @@ export async function switchConsumer(deps: OpsDeps, args: PauseArgs, inv: Invoca
   const consumer = knownConsumer(deps, args.consumer).name;
   const worker = args.worker || !args.ingest;
   // Configuration problems are found before anything is switched.
-  if (worker) workerScheduleOf(deps, consumer);
-  const mappings = args.ingest ? ingestMappingsOf(deps, consumer) : [];
+  const found = await targetsOf(deps, consumer);
+  if (worker) workerScheduleOf(deps, consumer, found);
+  const mappings = args.ingest ? ingestMappingsOf(deps, consumer, found) : [];
   const actor = actorOf(args, inv);
 
   const targets: TargetChange[] = [];
   let failure: unknown;
   try {
-    if (worker) targets.push(await switchWorkerSchedule(deps, consumer, action));
+    if (worker) targets.push(await switchWorkerSchedule(deps, consumer, found, action));
     for (const uuid of mappings) targets.push(await switchIngestMapping(deps, uuid, action));
   } catch (error) {
     failure = error;
@@ -262,7 +294,7 @@ export async function switchConsumer(deps: OpsDeps, args: PauseArgs, inv: Invoca
     deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
   }
   const workerPaused = recorded?.paused.some((p) => p.target === 'worker');
-  const wakeUp = action === 'resume' && worker && recorded !== undefined && !workerPaused ? await wakeAfterResume(deps, consumer) : undefined;
+  const wakeUp = action === 'resume' && worker && recorded !== undefined && !workerPaused ? await wakeAfterResume(deps, consumer, found) : undefined;
   const result: PauseResult = {
     consumer,
     action,

@@ -41,6 +41,8 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
 }
 
 const templatesIn = (outdir: string) => readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
+/** A stage of the shipped consumers: the stateful and platform stacks, and the consumer stack "main". */
+const stageTemplates = (stage: string) => ['consumers-main', 'stateful', 'stateless'].map((s) => `KafkaInbox-${stage}-${s}.template.json`);
 
 const STAGES = Object.keys(CDK_JSON.context.stages);
 
@@ -80,7 +82,7 @@ it.each(STAGES.filter((stage) => stage !== 'dev' && stage !== 'example-schema-re
   'synthesizes the %s stage with no credentials and no lookup, and warns of nothing',
   (stage) => {
     appSynth(stage, (outdir) => {
-      expect(templatesIn(outdir)).toEqual([`KafkaInbox-${stage}-stateful.template.json`, `KafkaInbox-${stage}-stateless.template.json`]);
+      expect(templatesIn(outdir)).toEqual(stageTemplates(stage));
     });
   },
 );
@@ -94,9 +96,9 @@ it('shows in the README only stages that cdk.json has, exactly as cdk.json has t
   for (const [name, stage] of shown) expect(stage, name).toEqual(CDK_JSON.context.stages[name]);
 });
 
-it('synthesizes both stacks offline with no credentials, and warns of nothing', () => {
+it('synthesizes every stack offline with no credentials, and warns of nothing', () => {
   cdkSynth([], (outdir) => {
-    expect(templatesIn(outdir)).toEqual(['KafkaInbox-dev-stateful.template.json', 'KafkaInbox-dev-stateless.template.json']);
+    expect(templatesIn(outdir)).toEqual(stageTemplates('dev'));
   });
 });
 
@@ -104,8 +106,8 @@ it('synthesizes the example-schema-registry stage offline, its Glue registry on 
   const stage = 'example-schema-registry';
   const declared = (CDK_JSON.context.stages[stage] as { consumers: Record<string, { schemaRegistry: { registryArn: string } }> }).consumers;
   cdkSynth(['-c', `stage=${stage}`], (outdir) => {
-    expect(templatesIn(outdir)).toEqual([`KafkaInbox-${stage}-stateful.template.json`, `KafkaInbox-${stage}-stateless.template.json`]);
-    const template = JSON.parse(readFileSync(join(outdir, `KafkaInbox-${stage}-stateless.template.json`), 'utf8')) as {
+    expect(templatesIn(outdir)).toEqual(stageTemplates(stage));
+    const template = JSON.parse(readFileSync(join(outdir, `KafkaInbox-${stage}-consumers-main.template.json`), 'utf8')) as {
       Resources: Record<string, { Type: string; Properties: Record<string, any> }>;
     };
     const withRegistry = Object.values(template.Resources)

@@ -12,7 +12,18 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultMaxConnections, RUNBOOK } from '../../cdk/constructs/alarms';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { actionsOf, statementsOfRole, synthesize, unacknowledgedNagErrors, type PolicyStatement, type Synthesized } from './synth';
+import { INGEST_TAG, WORKER_TAG } from '../../cdk/constructs/ops';
+import { SCHEDULED_TAG } from '../../cdk/constructs/scheduled';
+import {
+  actionsOf,
+  platformParameterRef,
+  platformParameterValue,
+  statementsOfRole,
+  synthesize,
+  unacknowledgedNagErrors,
+  type PolicyStatement,
+  type Synthesized,
+} from './synth';
 
 let s: Synthesized;
 beforeAll(() => {
@@ -176,8 +187,12 @@ describe('asynchronous invocations: no retry, no old event, failures kept', () =
     const configs = resources(s.stateless, 'AWS::Lambda::EventInvokeConfig');
     const invokedAsync = functionsBy(s.stateless, /^Kafka inbox (worker|reaper|outbox relay|operator)/);
     expect(invokedAsync).toHaveLength(CONSUMERS.length + 3);
-    const [[queueId]] = resources(s.stateless, 'AWS::SQS::Queue').filter(([id]) => id.includes('FailedInvocations')) as [[string, Resource]];
+    const [[queueId]] = resources(s.platform, 'AWS::SQS::Queue').filter(([id]) => id.includes('FailedInvocations')) as [[string, Resource]];
+    // The platform's functions name the queue; the consumer stacks' workers, its ARN as the platform writes it.
+    expect(platformParameterValue(s, 'failedInvocationsQueueArn')).toEqual({ 'Fn::GetAtt': [queueId, 'Arn'] });
+    const platformIds = new Set(Object.keys(s.platform.findResources('AWS::Lambda::Function')));
     for (const [id, f] of invokedAsync) {
+      const queueArn = platformIds.has(id) ? { 'Fn::GetAtt': [queueId, 'Arn'] } : platformParameterRef(s, s.consumerStacks.main!, 'failedInvocationsQueueArn');
       const config = configs.filter(([, c]) => JSON.stringify(c.Properties.FunctionName) === JSON.stringify({ Ref: id }));
       expect(config, f.Properties.Description).toHaveLength(1);
       expect(config[0]![1].Properties).toEqual({
@@ -185,11 +200,11 @@ describe('asynchronous invocations: no retry, no old event, failures kept', () =
         Qualifier: '$LATEST',
         MaximumRetryAttempts: 0,
         MaximumEventAgeInSeconds: 60,
-        DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [queueId, 'Arn'] } } },
+        DestinationConfig: { OnFailure: { Destination: queueArn } },
       });
       // The function may send its failures there, and nothing else to SQS.
       const sqs = statementsOfRole(s.stateless, roleOf(f)).filter((st) => actionsOf(st).some((a) => a.startsWith('sqs:')));
-      expect(sqs.map((st) => st.Resource)).toEqual([{ 'Fn::GetAtt': [queueId, 'Arn'] }]);
+      expect(sqs.map((st) => st.Resource)).toEqual([queueArn]);
     }
     // No function is retried asynchronously by Lambda's defaults.
     expect(configs).toHaveLength(invokedAsync.length);
@@ -227,28 +242,47 @@ describe("the control plane's least privilege", () => {
     expect(everywhere.filter((st) => actionsOf(st).includes('iam:PassRole'))).toHaveLength(1);
   });
 
-  it('updates an event-source mapping only while it belongs to an ingest function (lambda:FunctionArn)', () => {
-    const ingestIds = functionsBy(s.stateless, /^Kafka inbox ingest: /).map(([id]) => id).sort();
-    const update = opsStatements().filter((st) => actionsOf(st).includes('lambda:UpdateEventSourceMapping'));
+  it("reads and updates the event-source mappings that carry this stage's ingest tag, and no other", () => {
+    const update = opsStatements().filter((st) => actionsOf(st).some((a) => a.endsWith('EventSourceMapping')));
     expect(update).toHaveLength(1);
-    expect(actionsOf(update[0]!)).toEqual(['lambda:UpdateEventSourceMapping']);
-    const condition = (update[0] as PolicyStatement & { Condition: { ArnEquals: { 'lambda:FunctionArn': unknown[] } } }).Condition;
-    const functions = condition.ArnEquals['lambda:FunctionArn'].map((f) => (f as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]).sort();
-    expect(functions).toEqual(ingestIds);
-    const get = opsStatements().filter((st) => actionsOf(st).includes('lambda:GetEventSourceMapping'));
-    expect(get).toHaveLength(1);
-    expect(JSON.stringify(get[0]!.Resource)).toContain(':event-source-mapping:');
-    expect(JSON.stringify(get[0]!.Resource)).not.toContain('*');
+    expect(actionsOf(update[0]!).sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
+    expect(JSON.stringify(update[0]!.Resource)).toContain(':event-source-mapping:*');
+    expect((update[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: 'KafkaInbox-dev' } });
+    // Every mapping carries it, with its ingest function; no worker does.
+    for (const [id, m] of resources(s.stateless, 'AWS::Lambda::EventSourceMapping')) {
+      expect(m.Properties.Tags, id).toContainEqual({ Key: INGEST_TAG, Value: 'KafkaInbox-dev' });
+    }
+    for (const [id, f] of functionsBy(s.stateless, /^Kafka inbox worker: /)) expect(JSON.stringify(f.Properties.Tags ?? []), id).not.toContain(INGEST_TAG);
   });
 
-  it("lets ops resume wake each consumer's worker, by its unqualified ARN, named in its environment", () => {
+  it("lets ops resume wake a worker of this stage's consumer stacks (its tag), found in the consumer directory", () => {
     const workers = functionsBy(s.stateless, /^Kafka inbox worker: /);
     const invoke = opsStatements().filter((st) => actionsOf(st).includes('lambda:InvokeFunction'));
     expect(invoke).toHaveLength(1);
-    expect([invoke[0]!.Resource].flat()).toEqual(expect.arrayContaining(workers.map(([id]) => ({ 'Fn::GetAtt': [id, 'Arn'] }))));
-    expect([invoke[0]!.Resource].flat()).toHaveLength(workers.length);
-    const env = JSON.stringify(ops()[1].Properties.Environment.Variables.WORKER_FUNCTIONS);
-    for (const [id] of workers) expect(env).toContain(`{"Ref":"${id}"}`);
+    expect(JSON.stringify(invoke[0]!.Resource)).toContain(':function:*');
+    expect((invoke[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${WORKER_TAG}`]: 'KafkaInbox-dev' } });
+    for (const [id, f] of workers) expect(f.Properties.Tags, id).toContainEqual({ Key: WORKER_TAG, Value: 'KafkaInbox-dev' });
+    // No other function carries the tag: ops can wake nothing else.
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) => JSON.stringify(f.Properties.Tags ?? []).includes(WORKER_TAG));
+    expect(tagged.map(([id]) => id).sort()).toEqual(workers.map(([id]) => id).sort());
+    const entries = JSON.stringify(resources(s.stateless, 'AWS::SSM::Parameter').filter(([, p]) => String(p.Properties.Name).startsWith('/KafkaInbox/dev/consumers/')));
+    for (const [id] of workers) expect(entries).toContain(`{"Ref":"${id}"}`);
+    expect(Object.keys(ops()[1].Properties.Environment.Variables)).not.toContain('WORKER_FUNCTIONS');
+  });
+
+  it("lets the schedules' role invoke the workers of this stage's consumer stacks by their tag, and them alone", () => {
+    const [[roleId]] = resources(s.platform, 'AWS::IAM::Role').filter(([id]) => /SchedulesRole/.test(id)) as [[string, Resource]];
+    const byTag = statementsOfRole(s.platform, roleId).filter((st) => JSON.stringify(st).includes('aws:ResourceTag'));
+    expect(byTag).toHaveLength(1);
+    expect(actionsOf(byTag[0]!)).toEqual(['lambda:InvokeFunction']);
+    expect((byTag[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${SCHEDULED_TAG}`]: 'KafkaInbox-dev' } });
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) => JSON.stringify(f.Properties.Tags ?? []).includes(SCHEDULED_TAG));
+    expect(tagged.map(([, f]) => f.Properties.Description).sort()).toEqual(CONSUMERS.map((c) => `Kafka inbox worker: ${c.name}`).sort());
+    // Their schedules run as that role, named for their consumer.
+    const schedules = resources(s.consumerStacks.main!, 'AWS::Scheduler::Schedule');
+    expect(schedules.map(([, sc]) => sc.Properties.Name).sort()).toEqual(CONSUMERS.map((c) => `worker-${c.name}`).sort());
+    for (const [, sc] of schedules) expect(sc.Properties.Target.RoleArn).toEqual(platformParameterRef(s, s.consumerStacks.main!, 'schedulerRoleArn'));
+    expect(platformParameterValue(s, 'schedulerRoleArn')).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });
   });
 
   it('keeps cdk-nag clean', () => {

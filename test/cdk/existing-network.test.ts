@@ -103,7 +103,11 @@ describe('an existing VPC and MSK cluster (example-existing-network)', () => {
       ctx.skip();
     }
     const templates = readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
-    expect(templates).toEqual([`KafkaInbox-${STAGE}-stateful.template.json`, `KafkaInbox-${STAGE}-stateless.template.json`]);
+    expect(templates).toEqual([
+      `KafkaInbox-${STAGE}-consumers-main.template.json`,
+      `KafkaInbox-${STAGE}-stateful.template.json`,
+      `KafkaInbox-${STAGE}-stateless.template.json`,
+    ]);
     const result = spawnSync('cfn-lint', ['--format', 'json', ...templates.map((t) => join(outdir, t))], { encoding: 'utf8', timeout: 120_000 });
     expect(result.error).toBeUndefined();
     const findings = JSON.parse(result.stdout || '[]') as { Level: string; Rule: { Id: string }; Message: string; Filename: string }[];

@@ -24,13 +24,13 @@ function exportsOf(template: { Outputs?: Record<string, { Export?: { Name: unkno
   return Object.values(template.Outputs ?? {}).flatMap((o) => (o.Export === undefined ? [] : [JSON.stringify(o.Export.Name)]));
 }
 
-/** The SSM parameter names a stateless template resolves at deploy time. */
+/** The stateful stack's SSM parameter names the platform and consumer stacks resolve at deploy time. */
 function parametersReadBy(s: Synthesized): string[] {
   const parameters = (s.stateless.toJSON().Parameters ?? {}) as Record<string, { Type: string; Default?: string }>;
   return Object.values(parameters)
     .filter((p) => p.Type.startsWith('AWS::SSM::Parameter::Value'))
     .map((p) => p.Default!)
-    .filter((name) => !name.startsWith('/cdk-bootstrap/'))
+    .filter((name) => name.startsWith(`/${s.config.stackPrefix}/${s.config.stage}/stateful/`))
     .sort();
 }
 

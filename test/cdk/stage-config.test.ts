@@ -264,7 +264,7 @@ describe('a production-shaped stage', () => {
 
   it('deploys to the configured environment', () => {
     expect(s.stacks.stateful.account).toBe('123456789012');
-    expect(s.stacks.stateless.region).toBe('eu-west-1');
+    expect(s.stacks.platform.region).toBe('eu-west-1');
     s.stateful.hasResourceProperties('AWS::RDS::DBCluster', { DeletionProtection: false });
   });
 

@@ -8,8 +8,9 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { CONSUMERS } from '../../functions/consumers/index';
-import { parseStageConfig, type StageConfig } from '../../cdk/config';
+import { parseStageConfig, type DeclaredConsumer, type StageConfig } from '../../cdk/config';
 import { createInboxStacks, type InboxStacks } from '../../cdk/stacks/index';
+import { platformParameterName, type PlatformParameter } from '../../cdk/stacks/platform-references';
 import { statefulParameterName, type StatefulParameter } from '../../cdk/stacks/stage-references';
 
 interface CdkJson {
@@ -36,11 +37,53 @@ export interface Synthesized {
   config: StageConfig;
   stacks: InboxStacks;
   stateful: Template;
+  /** The platform stack's template. */
+  platform: Template;
+  /** Each consumer stack's template, by stack key. */
+  consumerStacks: Record<string, Template>;
+  /**
+   * Everything but the stateful stack, as one template: the platform's resources and every
+   * consumer stack's (logical ids are unique across them), for assertions that do not care
+   * which of these stacks holds a resource.
+   */
   stateless: Template;
 }
 
+/** The placements committed for the stages (cdk.json, context "consumerStacks"). */
+export function recordedPlacements(stage: string): Record<string, string> {
+  return ((CDK_JSON.context.consumerStacks ?? {}) as Record<string, Record<string, string>>)[stage] ?? {};
+}
+
+/**
+ * Several templates' sections merged. A logical id that two stacks use for different
+ * resources (each stack's dashboard) is kept once per stack, suffixed with the stack's index.
+ */
+export function mergeTemplates(templates: Template[]): Template {
+  const merged: Record<string, Record<string, unknown>> = { Resources: {}, Parameters: {}, Outputs: {}, Conditions: {} };
+  templates.forEach((t, i) => {
+    const json = t.toJSON() as Record<string, Record<string, unknown> | undefined>;
+    for (const section of Object.keys(merged)) {
+      for (const [id, value] of Object.entries(json[section] ?? {})) {
+        const seen = merged[section]![id];
+        const clash = seen !== undefined && JSON.stringify(seen) !== JSON.stringify(value) && section !== 'Parameters';
+        merged[section]![clash ? `${id}${i}` : id] = value;
+      }
+    }
+  });
+  return Template.fromJSON(merged, { skipCyclicalDependenciesCheck: true });
+}
+
 /** Build and synthesize one stage. `overrides` are merged over the stage's cdk.json context. */
-export function synthesize(options: { stage?: string; overrides?: Record<string, unknown>; bundle: boolean; outdir?: string }): Synthesized {
+export function synthesize(options: {
+  stage?: string;
+  overrides?: Record<string, unknown>;
+  bundle: boolean;
+  outdir?: string;
+  /** The declared consumers (default: functions/consumers). */
+  consumers?: readonly DeclaredConsumer[];
+  /** The recorded placements (default: cdk.json's for the stage). */
+  placements?: Record<string, string>;
+}): Synthesized {
   const stage = options.stage ?? 'dev';
   const { stages, ...flags } = CDK_JSON.context;
   const raw = { ...(stages[stage] as Record<string, unknown>), ...options.overrides };
@@ -48,14 +91,18 @@ export function synthesize(options: { stage?: string; overrides?: Record<string,
     context: { ...flags, ...(options.bundle ? {} : { 'aws:cdk:bundling-stacks': [] }) },
     ...(options.outdir ? { outdir: options.outdir } : {}),
   });
-  const config = parseStageConfig(stage, raw, CONSUMERS);
+  const config = parseStageConfig(stage, raw, options.consumers ?? CONSUMERS, options.placements ?? recordedPlacements(stage));
   const stacks = createInboxStacks(app, config);
+  const platform = Template.fromStack(stacks.platform);
+  const consumerStacks = Object.fromEntries(stacks.consumers.map((s) => [s.key, Template.fromStack(s)]));
   return {
     app,
     config,
     stacks,
     stateful: Template.fromStack(stacks.stateful),
-    stateless: Template.fromStack(stacks.stateless),
+    platform,
+    consumerStacks,
+    stateless: mergeTemplates([platform, ...Object.values(consumerStacks)]),
   };
 }
 
@@ -127,5 +174,22 @@ export function statefulParameterValue(s: Pick<Synthesized, 'config' | 'stateful
   const name = statefulParameterName(s.config, key);
   const found = Object.values(s.stateful.findResources('AWS::SSM::Parameter')).filter((p) => p.Properties.Name === name);
   if (found.length !== 1) throw new Error(`the stateful template writes ${name} ${found.length} times`);
+  return found[0]!.Properties.Value;
+}
+
+/** How a consumer stack's template refers to one of the platform stack's SSM parameters. */
+export function platformParameterRef(s: Pick<Synthesized, 'config'>, template: Template, key: PlatformParameter): { Ref: string } {
+  const name = platformParameterName(s.config, key);
+  const parameters = (template.toJSON().Parameters ?? {}) as Record<string, { Type: string; Default?: string }>;
+  const found = Object.entries(parameters).filter(([, p]) => p.Default === name && p.Type === 'AWS::SSM::Parameter::Value<String>');
+  if (found.length !== 1) throw new Error(`the template reads ${name} ${found.length} times`);
+  return { Ref: found[0]![0] };
+}
+
+/** The value the platform template writes to one of its SSM parameters. */
+export function platformParameterValue(s: Pick<Synthesized, 'config' | 'platform'>, key: PlatformParameter): unknown {
+  const name = platformParameterName(s.config, key);
+  const found = Object.values(s.platform.findResources('AWS::SSM::Parameter')).filter((p) => p.Properties.Name === name);
+  if (found.length !== 1) throw new Error(`the platform template writes ${name} ${found.length} times`);
   return found[0]!.Properties.Value;
 }

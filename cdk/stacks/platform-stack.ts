@@ -1,0 +1,172 @@
+/**
+ * The platform stack: what every consumer of the stage shares and what runs once per stage.
+ * The on-failure bucket, the schedule group with its role and failure queues, the alarm
+ * topic; the reaper, the ops function, the outbox relay and the migration trigger; the
+ * overview dashboard (totals and worst consumers, by SEARCH) and the alarms of what it runs
+ * and of the database. The consumers themselves are in the consumer stacks
+ * (consumer-stack.ts), which read what they need of this one from SSM parameters
+ * (platform-references.ts): adding a consumer changes nothing here.
+ *
+ * Its stack name stays `<prefix>-<stage>-stateless`, the stack the consumers lived in
+ * before there were consumer stacks: renaming it would leave the old stack, its retained
+ * bucket and its mappings behind (and a consumer group cannot belong to two mappings).
+ */
+import { CfnOutput, type CfnResource, Duration, RemovalPolicy, Stack, type StackProps } from 'aws-cdk-lib';
+import * as iam from 'aws-cdk-lib/aws-iam';
+import * as kms from 'aws-cdk-lib/aws-kms';
+import * as s3 from 'aws-cdk-lib/aws-s3';
+import * as sns from 'aws-cdk-lib/aws-sns';
+import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { Construct } from 'constructs';
+import { acknowledge } from '../constructs/nag';
+import type { StageConfig } from '../config';
+import { InboxAlarms, type ScheduledFunction } from '../constructs/alarms';
+import { OverviewDashboard } from '../constructs/dashboard';
+import { Migrations } from '../constructs/migrations';
+import { InboxMetrics, type MonitoredFunction } from '../constructs/monitoring';
+import { Ops } from '../constructs/ops';
+import { OutboxRelay } from '../constructs/outbox-relay';
+import { Reaper } from '../constructs/reaper';
+import { acknowledgeLogRetentionProvider, retainDefaultLogGroup } from '../constructs/log-retention';
+import { Schedules } from '../constructs/scheduled';
+import { functionPlatformOf } from './consumer-stack';
+import { consumerDirectoryPath, stageIdOf, writePlatformParameters } from './platform-references';
+import { StatefulReferences } from './stage-references';
+
+export interface PlatformStackProps extends StackProps {
+  config: StageConfig;
+}
+
+export class PlatformStack extends Stack {
+  readonly alarmTopic: sns.ITopic;
+  readonly failedRecords: s3.Bucket;
+  readonly schedules: Schedules;
+  readonly ops: Ops;
+  readonly reaper: Reaper;
+  readonly relay: OutboxRelay | undefined;
+  readonly dashboard: OverviewDashboard;
+  readonly alarms: InboxAlarms;
+
+  constructor(scope: Construct, id: string, props: PlatformStackProps) {
+    super(scope, id, props);
+    const { config } = props;
+    const stageId = stageIdOf(config);
+
+    // The stateful stack's resources, through its SSM parameters: no export ties the stacks.
+    const stateful = new StatefulReferences(this, 'Stateful', config);
+    const platform = functionPlatformOf(stateful, config);
+
+    // Records the mappings gave up on, with their payloads: kept even if the stack goes.
+    this.failedRecords = new s3.Bucket(this, 'FailedRecords', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      versioned: false,
+      lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // The runbook ("ESM failed records") sends the operator here.
+    new CfnOutput(this, 'FailedRecordsBucketName', {
+      value: this.failedRecords.bucketName,
+      description: 'On-failure bucket: records the event-source mappings gave up on',
+    });
+    acknowledge(this.failedRecords, [
+      {
+        id: 'AwsSolutions-S1',
+        reason: 'Only the event-source mappings write here, through the ingest roles; reads are operator actions recorded by CloudTrail. Server access logs would add a second bucket for no new information.',
+      },
+    ]);
+
+    this.schedules = new Schedules(this, 'Schedules', stageId);
+    this.reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules: this.schedules });
+    // Only when some deployed consumer emits events.
+    const outboxTopics = [...new Set(config.consumers.flatMap((c) => c.outboxTopics))].sort();
+    this.relay =
+      outboxTopics.length === 0
+        ? undefined
+        : new OutboxRelay(this, 'OutboxRelay', {
+            platform,
+            relay: config.relay,
+            clusterArn: stateful.mskClusterArn,
+            kafkaArnPrefixes: stateful.kafkaArnPrefixes,
+            topics: outboxTopics,
+            schedules: this.schedules,
+            logRetentionDays: config.observability.logRetentionDays,
+          });
+    this.ops = new Ops(this, 'Ops', {
+      platform,
+      schedules: this.schedules,
+      stageId,
+      directoryPath: consumerDirectoryPath(config),
+    });
+
+    // The checklist's way to run ops commands where the database is reachable only in the VPC.
+    new CfnOutput(this, 'OpsFunctionName', {
+      value: this.ops.function.functionName,
+      description: 'The ops function: aws lambda invoke --function-name <this> --payload \'{"command":"stats"}\'',
+    });
+
+    // The database and its proxy exist before this stack deploys (it depends on the stateful
+    // one); the consumer stacks deploy after this one, so after the migrations too.
+    const migrations = new Migrations(this, 'Migrations', {
+      platform,
+      executeBefore: [this.reaper, this.ops, ...(this.relay ? [this.relay] : [])],
+    });
+    // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
+    const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');
+    const triggerHandler = triggerProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
+    if (triggerHandler === undefined) throw new Error(`no trigger provider next to ${migrations.trigger.node.path}`);
+    retainDefaultLogGroup(this, 'TriggerProviderLogRetention', triggerHandler.ref, config.observability.logRetentionDays);
+    acknowledgeLogRetentionProvider(this);
+
+    this.alarmTopic = this.createAlarmTopic(config);
+    writePlatformParameters(this, config, {
+      failedRecordsBucketArn: this.failedRecords.bucketArn,
+      scheduleGroupName: this.schedules.group.scheduleGroupName,
+      schedulerRoleArn: this.schedules.role.roleArn,
+      schedulesDeadLetterQueueArn: this.schedules.deadLetterQueue.queueArn,
+      failedInvocationsQueueArn: this.schedules.failedInvocations.queueArn,
+      alarmTopicArn: this.alarmTopic.topicArn,
+    });
+
+    const metrics = new InboxMetrics(config.observability.metricsNamespace, config.observability.serviceName);
+    const functions: MonitoredFunction[] = [
+      { label: 'reaper', function: this.reaper.function },
+      { label: 'ops', function: this.ops.function },
+      ...(this.relay ? [{ label: 'outbox relay', function: this.relay.function }] : []),
+    ];
+    const scheduled: ScheduledFunction[] = [
+      { label: 'reaper', function: this.reaper.function, intervalMinutes: config.reaper.intervalMinutes },
+      ...(this.relay ? [{ label: 'outbox relay', function: this.relay.function, intervalMinutes: config.relay.intervalMinutes }] : []),
+    ];
+    this.dashboard = new OverviewDashboard(this, 'Dashboard', { metrics, functions, cluster: stateful.cluster, stageId });
+    this.alarms = new InboxAlarms(this, 'Alarms', {
+      metrics,
+      consumers: [],
+      functions,
+      scheduled,
+      failureQueues: [
+        { label: 'The schedules\' dead-letter queue', queue: this.schedules.deadLetterQueue },
+        { label: 'The failed-invocations queue', queue: this.schedules.failedInvocations },
+      ],
+      database: { cluster: stateful.cluster, maxCapacityAcu: config.database.maxCapacityAcu },
+      thresholds: config.alarms,
+      topic: this.alarmTopic,
+    });
+  }
+
+  private createAlarmTopic(config: StageConfig): sns.ITopic {
+    if (config.alarms.snsTopicArn !== undefined) return sns.Topic.fromTopicArn(this, 'AlarmTopic', config.alarms.snsTopicArn);
+    // CloudWatch must be allowed to use the key to publish to an encrypted topic.
+    const key = new kms.Key(this, 'AlarmTopicKey', {
+      enableKeyRotation: true,
+      description: 'Kafka inbox alarm topic',
+      removalPolicy: RemovalPolicy.DESTROY,
+    });
+    key.grant(new iam.ServicePrincipal('cloudwatch.amazonaws.com'), 'kms:Decrypt', 'kms:GenerateDataKey*');
+    const topic = new sns.Topic(this, 'AlarmTopic', { masterKey: key, enforceSSL: true, displayName: 'Kafka inbox alarms' });
+    if (config.alarms.email !== undefined) topic.addSubscription(new subscriptions.EmailSubscription(config.alarms.email));
+    return topic;
+  }
+}
