@@ -13,24 +13,10 @@
  * event the inbox must remember.
  */
 import { z } from 'zod';
+import type { NormalizedEnvelope } from '../inbox/types';
 import type { ConsumerDeclaration, Dialect } from './types';
 
-/** What every dialect becomes: the columns of an inbox row that come from the envelope. */
-export interface NormalizedEnvelope {
-  eventId: string;
-  eventType: string;
-  eventVersion: number;
-  /** ISO-8601 with an offset, as the producer wrote it; PostgreSQL parses it into timestamptz. */
-  occurredAt: string;
-  producer: string;
-  correlationId: string | null;
-  causationId: string | null;
-  aggregateType: string;
-  aggregateId: string;
-  aggregateVersion: number | null;
-  partitionKey: string | null;
-  tenantId: string | null;
-}
+export type { NormalizedEnvelope };
 
 export type EnvelopeResult =
   | { ok: true; envelope: NormalizedEnvelope }

@@ -6,7 +6,10 @@
 import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
 import type { TablePrivileges } from '../lib/database-roles';
+import type { RetentionPolicy } from '../inbox/types';
 import type { SchemaRegistryDeclaration } from './schema-registry';
+
+export type { RetentionPolicy };
 
 /** A consumer's own writer schema for its values (ConsumerDeclaration.valueSchema). */
 export interface PinnedValueSchema {
@@ -120,19 +123,6 @@ export interface RetryPolicy {
   versionGapMaxWaitSeconds: number;
 }
 
-export interface RetentionPolicy {
-  /** Finished rows keep payload, headers and error detail this long. */
-  payloadRetentionDays: number;
-  /** Finished rows keep their dedupe key this long (at least the topic's retention); then deleted. */
-  dedupeWindowDays: number;
-  /** Raw poison rows are kept this long. */
-  poisonRetentionDays: number;
-  /**
-   * Outbox rows this consumer emitted are kept this long after they were published (by
-   * the relay); DEFAULT_RETENTION's when omitted. Unpublished rows are never deleted.
-   */
-  publishedOutboxDays?: number;
-}
 
 /**
  * What a QUARANTINED row means for the rows of its aggregate behind it (seed 000: "commit

@@ -31,7 +31,7 @@
  * The caller removes duplicate event ids inside one batch first (ON CONFLICT cannot
  * resolve the same key twice in one statement: SQLSTATE 21000).
  */
-import type { NormalizedEnvelope } from '../consumers/envelopes';
+import type { NormalizedEnvelope } from './types';
 import type { Queryable } from '../lib/db';
 import type { InboxRow } from './types';
 

@@ -22,7 +22,7 @@
  */
 import type postgres from 'postgres';
 import type { Queryable } from '../lib/db';
-import type { RetentionPolicy } from '../consumers/types';
+import type { RetentionPolicy } from './types';
 
 /**
  * The payload retention actually applied: never beyond the dedupe window (a row still in

@@ -53,3 +53,35 @@ export type Outcome =
       errorMessage: string;
       errorDetail?: Record<string, unknown> | undefined;
     };
+
+/** What every dialect becomes: the columns of an inbox row that come from the envelope. */
+export interface NormalizedEnvelope {
+  eventId: string;
+  eventType: string;
+  eventVersion: number;
+  /** ISO-8601 with an offset, as the producer wrote it; PostgreSQL parses it into timestamptz. */
+  occurredAt: string;
+  producer: string;
+  correlationId: string | null;
+  causationId: string | null;
+  aggregateType: string;
+  aggregateId: string;
+  aggregateVersion: number | null;
+  partitionKey: string | null;
+  tenantId: string | null;
+}
+
+/** How long a consumer's rows, keys and poison are kept (the reaper's retention). */
+export interface RetentionPolicy {
+  /** Finished rows stay in the inbox, payload and all, this long; then they leave, their key kept. */
+  payloadRetentionDays: number;
+  /** A finished row's dedupe key is kept this long (at least the topic's retention); then deleted. */
+  dedupeWindowDays: number;
+  /** Raw poison rows are kept this long. */
+  poisonRetentionDays: number;
+  /**
+   * Outbox rows this consumer emitted are kept this long after they were published (by
+   * the relay); DEFAULT_RETENTION's when omitted. Unpublished rows are never deleted.
+   */
+  publishedOutboxDays?: number;
+}
