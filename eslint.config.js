@@ -5,38 +5,56 @@
 // returns, and whatever was still pending never runs.
 //
 // Layers point down: handlers and tools → function cores → the consumer framework →
-// inbox/outbox SQL → lib. A module may import from its own layer or any layer below it.
+// inbox/outbox SQL → lib (LAYERS below).
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
-/** The folders of each layer, lowest first; a layer may not import from one above it. */
+/**
+ * The layers, lowest first. A folder may import from its own folder and the layers below;
+ * the folders of one layer are peers that share only what lies below them.
+ */
 const LAYERS = [
   { name: 'lib', folders: ['functions/lib'] },
   { name: 'inbox/outbox SQL', folders: ['functions/inbox', 'functions/outbox'] },
   { name: 'consumer framework', folders: ['functions/consumers'] },
+  {
+    name: 'function cores and handlers',
+    folders: ['functions/ingest', 'functions/worker', 'functions/reaper', 'functions/relay', 'functions/migrate'],
+  },
+  // The operator's commands drive the cores: a re-ingested poison record is decoded exactly
+  // as the ingest function decodes it.
+  { name: 'operator commands', folders: ['functions/ops'] },
 ];
 
-/** Folders above every layer in LAYERS: the function cores, their handlers and the tools. */
-const ABOVE = ['functions/ingest', 'functions/worker', 'functions/reaper', 'functions/relay', 'functions/ops', 'functions/migrate'];
+const nameOf = (folder) => folder.split('/').pop();
 
 function layerRules() {
-  return LAYERS.map((layer, i) => {
-    const higher = [...LAYERS.slice(i + 1).flatMap((l) => l.folders), ...ABOVE];
-    return {
-      files: layer.folders.map((f) => `${f}/**/*.ts`),
-      rules: {
-        'no-restricted-imports': [
-          'error',
-          {
-            patterns: higher.map((folder) => ({
-              group: [`**/${folder.split('/').pop()}/*`],
-              message: `${layer.name} sits below ${folder}: move what both need down to ${layer.name} or lower.`,
-            })),
-          },
-        ],
-      },
-    };
-  });
+  return LAYERS.flatMap((layer, i) =>
+    layer.folders.map((folder) => {
+      const peers = layer.folders.filter((f) => f !== folder);
+      const higher = LAYERS.slice(i + 1).flatMap((l) => l.folders);
+      return {
+        files: [`${folder}/**/*.ts`],
+        rules: {
+          'no-restricted-imports': [
+            'error',
+            {
+              patterns: [
+                ...higher.map((f) => ({
+                  group: [`**/${nameOf(f)}/*`],
+                  message: `${folder} (${layer.name}) sits below ${f}: move what both need down to ${layer.name} or lower.`,
+                })),
+                ...peers.map((f) => ({
+                  group: [`**/${nameOf(f)}/*`],
+                  message: `${folder} and ${f} are peers (${layer.name}): what both need belongs in a layer below them.`,
+                })),
+              ],
+            },
+          ],
+        },
+      };
+    }),
+  );
 }
 
 export default defineConfig(

@@ -59,7 +59,7 @@
 import { DEFAULTS } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { processingPaused } from './consumer-pause';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 import type { InboxRow } from './types';
 
 export interface ClaimedRow extends InboxRow {

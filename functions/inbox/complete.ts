@@ -14,7 +14,7 @@
  * PROCESSING rows. A row going back to the queue or to quarantine clears its lease.
  */
 import type { Queryable } from '../lib/db';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 import type { Outcome } from './types';
 
 export async function completeRows(q: Queryable, owner: string, outcomes: readonly Outcome[]): Promise<string[]> {

@@ -13,7 +13,7 @@
  * mapping delivers one at a time.
  */
 import type { Queryable } from '../lib/db';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 
 export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<string[]> {
   if (inboxIds.length === 0) return [];

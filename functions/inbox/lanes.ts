@@ -16,31 +16,15 @@
  * leaves QUARANTINED, whoever moves it.
  */
 import type { Queryable } from '../lib/db';
+import { byLaneKey, type LaneKey } from '../lib/lane-key';
+
+export { byLaneKey, type LaneKey };
 
 export interface LaneHold {
   aggregateType: string;
   aggregateId: string;
   /** The QUARANTINED row that holds the aggregate. */
   heldBy: string;
-}
-
-/**
- * UTF-8 byte order, which is `collate "C"`: every statement that locks several lanes locks
- * them in this order (consumer_inbox's lane triggers sort the same way), so two of them
- * never deadlock.
- */
-function compareLaneKeys(a: string, b: string): number {
-  return Buffer.compare(Buffer.from(a, 'utf8'), Buffer.from(b, 'utf8'));
-}
-
-export interface LaneKey {
-  aggregateType: string;
-  aggregateId: string;
-}
-
-/** Lanes of one consumer (or outbox lanes) in lock order: type, then id, each as compareLaneKeys. */
-export function byLaneKey(a: LaneKey, b: LaneKey): number {
-  return compareLaneKeys(a.aggregateType, b.aggregateType) || compareLaneKeys(a.aggregateId, b.aggregateId);
 }
 
 /**

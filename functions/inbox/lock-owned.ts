@@ -9,7 +9,7 @@
  * its update waits, then re-checks and finds them no longer PROCESSING.
  */
 import type { Queryable } from '../lib/db';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 
 export async function lockOwnedRows(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<Set<string>> {
   if (inboxIds.length === 0) return new Set();

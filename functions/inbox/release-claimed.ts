@@ -6,7 +6,7 @@
  * due now. Fenced on the owner: a row the reaper already took back is left alone.
  */
 import type { Queryable } from '../lib/db';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 
 export async function releaseClaimed(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<string[]> {
   if (inboxIds.length === 0) return [];

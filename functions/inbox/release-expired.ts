@@ -16,7 +16,7 @@
 import { ErrorCodes } from '../lib/errors';
 import type { Queryable } from '../lib/db';
 import { holdLanesOf, wakeLanesOf } from './lanes';
-import { planOpaque } from './plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 
 export interface ReleasedLease {
   inbox_id: string;

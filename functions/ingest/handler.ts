@@ -10,7 +10,7 @@ import { getSql } from '../lib/db';
 import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
-import { wakeUpClient, type WorkerTarget } from '../worker/wake-up';
+import { wakeUpClient, type WorkerTarget } from '../lib/wake-up';
 import { schemaRegistrySchema } from '../consumers/schema-registry';
 import { createIngestHandler, failEveryPartition, serverSafe } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';

@@ -51,7 +51,7 @@ import type { Sql, TransactionSql } from '../lib/db';
 import { classifyError, isConnectionError, isInfrastructureError, sqlStateOf } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
-import { INVITATION_GRACE_SECONDS, sendWakeUp, type WorkerTarget } from '../worker/wake-up';
+import { INVITATION_GRACE_SECONDS, sendWakeUp, type WorkerTarget } from '../lib/wake-up';
 import { decodeRecord, PoisonCodes, resolveValueSchemas, undecodedPoison, type ValueSchemas } from './decode';
 import type { SchemaSource } from './schema-source';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';

@@ -24,7 +24,7 @@
  *   (locked_by, lease_expires_at), and every later change is fenced on that owner.
  */
 import type { Queryable } from '../lib/db';
-import { planOpaque } from '../inbox/plan-opaque';
+import { planOpaque } from '../lib/plan-opaque';
 import type { OutboxRow } from './types';
 
 export interface ClaimedOutboxLane {

@@ -9,7 +9,7 @@
  * lane taken over after this relay's lease expired is left alone.
  */
 import type { Queryable } from '../lib/db';
-import { byLaneKey } from '../inbox/lanes';
+import { byLaneKey } from '../lib/lane-key';
 
 export interface OutboxLaneRelease {
   aggregateType: string;

@@ -17,6 +17,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { GaugePublisher } from '../lib/observability';
 import { ConfigError, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
@@ -27,21 +28,14 @@ import { adoptOrphans } from '../inbox/adopt-orphans';
 import { releaseStaleHolds, wakeStrandedLanes } from '../inbox/lanes';
 import { releaseExpired } from '../inbox/release-expired';
 
-
 export type ReaperLogger = Pick<Logger, 'info' | 'warn'>;
-/** What the reaper needs of Powertools' Metrics (which satisfies it); tests pass a recorder. */
-export interface ReaperMetrics {
-  addDimension(name: string, value: string): unknown;
-  addMetric(name: string, unit: (typeof MetricUnit)[keyof typeof MetricUnit], value: number): unknown;
-  publishStoredMetrics(): unknown;
-}
 
 export interface ReaperDeps {
   sql: Queryable;
   consumers: readonly ConsumerDeclaration[];
   config: { reaper: Config['reaper'] };
   logger: ReaperLogger;
-  metrics: ReaperMetrics;
+  metrics: GaugePublisher;
   /** Milliseconds left in this invocation (Lambda: context.getRemainingTimeInMillis). */
   remainingMs: () => number;
 }
@@ -109,7 +103,7 @@ function emptyReport(consumerName: string): ConsumerReport {
   return { consumerName, released: 0, quarantined: 0, payloadsPurged: 0, rowsDeleted: 0, poisonDeleted: 0, gauges: null };
 }
 
-function publish(metrics: ReaperMetrics, report: ConsumerReport): void {
+function publish(metrics: GaugePublisher, report: ConsumerReport): void {
   metrics.addDimension(METRIC_DIMENSION, report.consumerName);
   metrics.addMetric(MetricNames.StaleLeasesReleased, MetricUnit.Count, report.released + report.quarantined);
   metrics.addMetric(MetricNames.RowsPurged, MetricUnit.Count, report.rowsDeleted + report.poisonDeleted);

@@ -30,7 +30,7 @@ import { readOutboxGauges, type OutboxGauges } from '../outbox/outbox-gauges';
 import { deletePublishedOutbox } from '../outbox/purge-outbox';
 import { releaseOutboxLanes, type OutboxLaneRelease } from '../outbox/release-outbox-lanes';
 import type { OutboxRow } from '../outbox/types';
-import type { ReaperMetrics as RelayMetrics } from '../reaper/reaper';
+import type { GaugePublisher } from '../lib/observability';
 import { messageOf, type OutboxProducer } from './producer';
 
 export const PUBLISH_REFUSED = 'PUBLISH_REFUSED';
@@ -42,7 +42,7 @@ export interface RelayDependencies {
   consumers: readonly ConsumerDeclaration[];
   config: { relay: Config['relay'] };
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
-  metrics: RelayMetrics;
+  metrics: GaugePublisher;
   /** The lane owner; unique per invocation. A random id when omitted. */
   owner?: string;
   /** Milliseconds left in the invocation (Lambda: context.getRemainingTimeInMillis). */

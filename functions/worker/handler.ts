@@ -10,7 +10,7 @@ import { loadConfig, requireConsumerName } from '../lib/config';
 import { getSql } from '../lib/db';
 import { createObservability } from '../lib/observability';
 import { createWorkerInvocation, type InvocationResult } from './invocation';
-import { wakeUpClient } from './wake-up';
+import { wakeUpClient } from '../lib/wake-up';
 
 const config = loadConfig();
 const consumer = getConsumer(requireConsumerName(config));

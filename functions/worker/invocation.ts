@@ -47,7 +47,7 @@ import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
 import { newOwnerId, runWorker, type BatchStats, type StopReason, type WorkerResult } from './run-worker';
-import { INVITATION_GRACE_SECONDS, isInvited, readWorkerEvent, sendWakeUp, type InvitedEvent, type WorkerTarget } from './wake-up';
+import { INVITATION_GRACE_SECONDS, isInvited, readWorkerEvent, sendWakeUp, type InvitedEvent, type WorkerTarget } from '../lib/wake-up';
 
 /**
  * A slot's hold, renewed every third of it while the worker is awake: a worker that died

@@ -2,7 +2,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { Queryable } from '../../../functions/lib/db';
 import { CONSUMERS } from '../../../functions/consumers/index';
-import { runOnce, type ReaperDeps, type ReaperMetrics, type ReaperResult } from '../../../functions/reaper/reaper';
+import type { GaugePublisher } from '../../../functions/lib/observability';
+import { runOnce, type ReaperDeps, type ReaperResult } from '../../../functions/reaper/reaper';
 
 export interface RecordedMetric {
   dimensions: Record<string, string>;
@@ -12,7 +13,7 @@ export interface RecordedMetric {
 }
 
 /** Records each published document's metrics with the dimensions they were flushed with. */
-export class MetricsRecorder implements ReaperMetrics {
+export class MetricsRecorder implements GaugePublisher {
   readonly published: RecordedMetric[] = [];
   #dimensions: Record<string, string> = {};
   #pending: Omit<RecordedMetric, 'dimensions'>[] = [];

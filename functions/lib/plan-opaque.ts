@@ -10,7 +10,7 @@
  * rows claimed since then. Opaque, the check is a filter on the rows the keys found.
  */
 import type postgres from 'postgres';
-import type { Queryable } from '../lib/db';
+import type { Queryable } from './db';
 
 export function planOpaque(q: Queryable, condition: postgres.PendingQuery<postgres.Row[]> | postgres.Fragment) {
   return q`(case when ${condition} then true else false end)`;

@@ -13,8 +13,8 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
-import { MetricNames, type MetricName } from '../lib/metric-names';
-import { count } from '../lib/observability';
+import { MetricNames, type MetricName } from './metric-names';
+import { count } from './observability';
 
 /**
  * How long an invited worker has to start and take its slot before the reservation lapses
