@@ -11,7 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { claimDue } from '../../../functions/inbox/claim-due';
 import { completeRows } from '../../../functions/inbox/complete';
-import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import { caseProjection } from '../../../functions/consumers/case-projection';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { newOwnerId } from '../../../functions/worker/run-worker';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
@@ -60,7 +61,7 @@ describe('room on inbox pages for the completion', () => {
       db.sql,
       Array.from({ length: 12 }, () => ({ status: 'RECEIVED' as const, payload: kibPayload() })),
     );
-    const worker = db.as(DatabaseRoles.worker);
+    const worker = db.as(workerRoleOf(caseProjection));
     const owner = newOwnerId('page-room');
     const claim = await claimDue(worker, { consumerName: 'case-projection', owner, limit: 12, leaseSeconds: 60 });
     expect(claim.rows).toHaveLength(12);
