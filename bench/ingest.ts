@@ -70,18 +70,56 @@ function copyField(v: unknown): string {
 }
 
 const COPY_COLUMNS = [
-  'consumer_name', 'event_id', 'event_type', 'event_version', 'aggregate_type', 'aggregate_id', 'aggregate_version',
-  'partition_key', 'record_key', 'tenant_id', 'topic_name', 'partition_no', 'offset_no', 'correlation_id',
-  'causation_id', 'producer', 'occurred_at', 'status', 'payload', 'headers',
+  'consumer_name',
+  'event_id',
+  'event_type',
+  'event_version',
+  'aggregate_type',
+  'aggregate_id',
+  'aggregate_version',
+  'partition_key',
+  'record_key',
+  'tenant_id',
+  'topic_name',
+  'partition_no',
+  'offset_no',
+  'correlation_id',
+  'causation_id',
+  'producer',
+  'occurred_at',
+  'status',
+  'payload',
+  'headers',
 ] as const;
 
 function copyLine(r: InboxInsert): string {
   const payload = (JSON.parse(r.envelopeJson) as { payload: unknown }).payload;
-  return [
-    consumer.name, r.eventId, r.eventType, r.eventVersion, r.aggregateType, r.aggregateId, r.aggregateVersion,
-    r.partitionKey, r.recordKey, r.tenantId, r.topic, r.partition, r.offset, r.correlationId,
-    r.causationId, r.producer, r.occurredAt, 'RECEIVED', payload, r.headers,
-  ].map(copyField).join('\t') + '\n';
+  return (
+    [
+      consumer.name,
+      r.eventId,
+      r.eventType,
+      r.eventVersion,
+      r.aggregateType,
+      r.aggregateId,
+      r.aggregateVersion,
+      r.partitionKey,
+      r.recordKey,
+      r.tenantId,
+      r.topic,
+      r.partition,
+      r.offset,
+      r.correlationId,
+      r.causationId,
+      r.producer,
+      r.occurredAt,
+      'RECEIVED',
+      payload,
+      r.headers,
+    ]
+      .map(copyField)
+      .join('\t') + '\n'
+  );
 }
 
 /** The bench's case envelope as Avro: the case schema with the payload's 1 KiB `note`. */
@@ -109,7 +147,13 @@ const AVRO_SCHEMA_ID = 1;
 const encodeAvro = avroEncoder(BENCH_AVRO_SCHEMA);
 function avroValue(n: number): Buffer {
   const e = envelope(n);
-  return confluentFrame(AVRO_SCHEMA_ID, encodeAvro({ ...caseEventToAvro(e), payload: { caseId: e.payload.caseId, acceptedAt: BigInt(Date.parse(e.payload.acceptedAt)), note: e.payload.note } }));
+  return confluentFrame(
+    AVRO_SCHEMA_ID,
+    encodeAvro({
+      ...caseEventToAvro(e),
+      payload: { caseId: e.payload.caseId, acceptedAt: BigInt(Date.parse(e.payload.acceptedAt)), note: e.payload.note },
+    }),
+  );
 }
 
 function median(xs: number[]): number {
@@ -153,7 +197,8 @@ try {
   const decoded = events.map((e) =>
     recordsOf(e).map((r) => {
       const d = decodeRecord(r, consumer, { maxPayloadBytes: 256 * 1024 });
-      if (d.kind !== 'valid') throw new Error(`bench record ${r.offset} did not decode: ${d.kind === 'poison' ? d.row.errorCode : d.reason}`);
+      if (d.kind !== 'valid')
+        throw new Error(`bench record ${r.offset} did not decode: ${d.kind === 'poison' ? d.row.errorCode : d.reason}`);
       return d.row;
     }),
   );
@@ -222,16 +267,22 @@ try {
 
   const rate = (name: string) => RECORDS / median(seconds[name]!);
   const copyRate = rate('copy');
-  console.log(`\ningest benchmark: ${RECORDS} records, 1 KiB payloads, ${BATCH}-record batches over ${PARTITIONS} partitions, median of ${ROUNDS}`);
+  console.log(
+    `\ningest benchmark: ${RECORDS} records, 1 KiB payloads, ${BATCH}-record batches over ${PARTITIONS} partitions, median of ${ROUNDS}`,
+  );
   for (const name of ['handler', 'avro', 'insert', 'copy']) {
     console.log(
       `  ${name.padEnd(8)} ${Math.round(rate(name)).toString().padStart(8)} records/s   ${(rate(name) / copyRate).toFixed(2)} × COPY`,
     );
   }
   console.log(`\n  handler / COPY = ${(rate('handler') / copyRate).toFixed(2)}  (aim ≥ 0.5)`);
-  console.log(`  avro / handler = ${(rate('avro') / rate('handler')).toFixed(2)}  (Avro values beside JSON ones; registry lookups: ${registry.requests()})`);
+  console.log(
+    `  avro / handler = ${(rate('avro') / rate('handler')).toFixed(2)}  (Avro values beside JSON ones; registry lookups: ${registry.requests()})`,
+  );
   console.log('  handler: decode + validate + one INSERT … ON CONFLICT per batch (no poison: no BEGIN/COMMIT), via createIngestHandler');
-  console.log('  avro:    the same events as Avro in the Confluent wire format: framing, writer schema (cached), avsc, typed JSON, then as handler');
+  console.log(
+    '  avro:    the same events as Avro in the Confluent wire format: framing, writer schema (cached), avsc, typed JSON, then as handler',
+  );
   console.log('  insert:  the same INSERT of pre-decoded rows (what decoding costs = insert − handler)');
   console.log('  copy:    one COPY of all rows, pre-built text, into the same table and indexes');
 } finally {

@@ -85,7 +85,9 @@ try {
   const keys = await sizes('integration.consumed_events');
   const perRow = (rels: Relation[], n: number) => rels.reduce((s, r) => s + r.bytes, 0) / n;
   const [version] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
-  console.log(`\nBytes per row: ${fmt(ROWS)} finished inbox rows (payload ${fmt(Number(payload!.avg))} B stored), ${fmt(KEYS)} kept keys, PostgreSQL ${version!.v} (${fmt(seconds)} s to insert)`);
+  console.log(
+    `\nBytes per row: ${fmt(ROWS)} finished inbox rows (payload ${fmt(Number(payload!.avg))} B stored), ${fmt(KEYS)} kept keys, PostgreSQL ${version!.v} (${fmt(seconds)} s to insert)`,
+  );
   for (const [label, rels, n] of [
     ['integration.consumer_inbox', inbox, ROWS],
     ['integration.consumed_events', keys, KEYS],
@@ -99,10 +101,18 @@ try {
   const kept = perDay * (DEFAULT_RETENTION.dedupeWindowDays - DEFAULT_RETENTION.payloadRetentionDays);
   const inboxGb = (inInbox * perRow(inbox, ROWS)) / GB;
   const keysGb = (kept * perRow(keys, KEYS)) / GB;
-  console.log(`\nOne consumer at ${RATE} events/s, default retention (payload ${DEFAULT_RETENTION.payloadRetentionDays} d, dedupe window ${DEFAULT_RETENTION.dedupeWindowDays} d):`);
-  console.log(`  inbox rows (last ${DEFAULT_RETENTION.payloadRetentionDays} days)   ${fmt(inInbox / 1e6, 1).padStart(7)} M  ${fmt(inboxGb, 1).padStart(7)} GB`);
-  console.log(`  kept keys (the other ${DEFAULT_RETENTION.dedupeWindowDays - DEFAULT_RETENTION.payloadRetentionDays} days) ${fmt(kept / 1e6, 1).padStart(7)} M  ${fmt(keysGb, 1).padStart(7)} GB`);
-  console.log(`  total                           ${fmt((inInbox + kept) / 1e6, 1).padStart(7)} M  ${fmt(inboxGb + keysGb, 1).padStart(7)} GB`);
+  console.log(
+    `\nOne consumer at ${RATE} events/s, default retention (payload ${DEFAULT_RETENTION.payloadRetentionDays} d, dedupe window ${DEFAULT_RETENTION.dedupeWindowDays} d):`,
+  );
+  console.log(
+    `  inbox rows (last ${DEFAULT_RETENTION.payloadRetentionDays} days)   ${fmt(inInbox / 1e6, 1).padStart(7)} M  ${fmt(inboxGb, 1).padStart(7)} GB`,
+  );
+  console.log(
+    `  kept keys (the other ${DEFAULT_RETENTION.dedupeWindowDays - DEFAULT_RETENTION.payloadRetentionDays} days) ${fmt(kept / 1e6, 1).padStart(7)} M  ${fmt(keysGb, 1).padStart(7)} GB`,
+  );
+  console.log(
+    `  total                           ${fmt((inInbox + kept) / 1e6, 1).padStart(7)} M  ${fmt(inboxGb + keysGb, 1).padStart(7)} GB`,
+  );
 } finally {
   await sql.end({ timeout: 5 });
   await server.stop();

@@ -96,7 +96,12 @@ const quietLogger = new Logger({ serviceName: 'bench', logLevel: 'SILENT' });
 const metrics = new Metrics({ namespace: 'Bench', serviceName: 'bench' });
 
 function line(label: string, wal: Wal): string {
-  const types = args['by-type'] && wal.byType.length > 0 ? byTypePerEvent(wal, EVENTS).map((t) => `\n        ${t}`).join('') : '';
+  const types =
+    args['by-type'] && wal.byType.length > 0
+      ? byTypePerEvent(wal, EVENTS)
+          .map((t) => `\n        ${t}`)
+          .join('')
+      : '';
   return `    ${label.padEnd(9)} ${perEvent(wal, EVENTS)}${types}`;
 }
 

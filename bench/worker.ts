@@ -57,9 +57,16 @@ const WORKERS = Number(args.workers);
 const HOT_AGGREGATES = 20;
 const TOPIC = 'regulatory.case.events.v1';
 const consumer = getConsumer('case-projection');
-const quiet = { logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }), metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }) };
+const quiet = {
+  logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
+  metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
+};
 
-const server = await benchServer({ shared_preload_libraries: 'pg_stat_statements', 'pg_stat_statements.track': 'top', max_wal_size: '4GB' });
+const server = await benchServer({
+  shared_preload_libraries: 'pg_stat_statements',
+  'pg_stat_statements.track': 'top',
+  max_wal_size: '4GB',
+});
 const admin = postgres(server.url, { max: 1, onnotice: () => {} });
 // pg_stat_statements' view is read from the admin database; a server without the module
 // gives no per-event figures (the rates are still printed).
@@ -209,10 +216,12 @@ async function drain(db: Database, n: number): Promise<{ seconds: number; proces
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       });
       children.push(child);
-      ready.push(new Promise((resolve, reject) => {
-        child.once('message', () => resolve());
-        child.once('exit', (code) => reject(new Error(`worker process exited with ${code} before it was ready`)));
-      }));
+      ready.push(
+        new Promise((resolve, reject) => {
+          child.once('message', () => resolve());
+          child.once('exit', (code) => reject(new Error(`worker process exited with ${code} before it was ready`)));
+        }),
+      );
     }
     await Promise.all(ready);
     const started = performance.now();
@@ -267,7 +276,14 @@ async function measure(label: string, db: Database, events: number, workers: num
     label,
     events,
     seconds: result.seconds,
-    usage: before && after ? { statements: after.statements - before.statements, buffers: after.buffers - before.buffers, walBytes: after.walBytes - before.walBytes } : undefined,
+    usage:
+      before && after
+        ? {
+            statements: after.statements - before.statements,
+            buffers: after.buffers - before.buffers,
+            walBytes: after.walBytes - before.walBytes,
+          }
+        : undefined,
     lockWaitShare: samples > 0 ? waiting / samples : 0,
   };
   figures.push(figure);
@@ -275,7 +291,9 @@ async function measure(label: string, db: Database, events: number, workers: num
   const u = figure.usage;
   console.log(
     `  ${label.padEnd(LABEL_WIDTH)} ${rate.toString().padStart(7)} events/s` +
-      (u ? `   ${(u.statements / events).toFixed(3)} stmt   ${(u.buffers / events).toFixed(1)} buf   ${Math.round(u.walBytes / events)} WAL B   /event` : '') +
+      (u
+        ? `   ${(u.statements / events).toFixed(3)} stmt   ${(u.buffers / events).toFixed(1)} buf   ${Math.round(u.walBytes / events)} WAL B   /event`
+        : '') +
       `   lock waits ${(100 * (figure.lockWaitShare ?? 0)).toFixed(1)}% of samples`,
   );
   return figure;
@@ -332,7 +350,10 @@ try {
   await uniform.sql`
     insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
     select 'case_' || n, 'S1', 1 from generate_series(0, ${EVENTS - 1}) n`;
-  await ingest(uniform, Array.from({ length: EVENTS }, (_, n) => statusChanged(`case_${n}`, 2)));
+  await ingest(
+    uniform,
+    Array.from({ length: EVENTS }, (_, n) => statusChanged(`case_${n}`, 2)),
+  );
   const uniformFigure = await measure(`uniform: ${EVENTS} cases × 1 status change, 1 worker`, uniform, EVENTS, 1);
   await drop(uniform);
   const hot = await database(template.name);
@@ -340,7 +361,12 @@ try {
     insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
     select 'hot_' || n, 'S1', 1 from generate_series(0, ${HOT_AGGREGATES - 1}) n`;
   // In version order per case, the cases interleaved (as one partition per case would deliver them).
-  await ingest(hot, Array.from({ length: HOT_AGGREGATES * perHot }, (_, n) => statusChanged(`hot_${n % HOT_AGGREGATES}`, Math.floor(n / HOT_AGGREGATES) + 2)));
+  await ingest(
+    hot,
+    Array.from({ length: HOT_AGGREGATES * perHot }, (_, n) =>
+      statusChanged(`hot_${n % HOT_AGGREGATES}`, Math.floor(n / HOT_AGGREGATES) + 2),
+    ),
+  );
   const hotFigure = await measure(`hot: ${HOT_AGGREGATES} cases × ${perHot} status changes, 1 worker`, hot, HOT_AGGREGATES * perHot, 1);
   const [hotState] = await hot.sql<{ ok: boolean }[]>`
     select bool_and(last_aggregate_version = ${perHot + 1}) as ok from read_model.case_summary where case_id like 'hot_%'`;
@@ -358,7 +384,10 @@ try {
   const peer = await graphilePeer(peerDb.url);
   let peerFigure: Figure;
   try {
-    await peer.add(envelopes.map((e) => e.payload), 500);
+    await peer.add(
+      envelopes.map((e) => e.payload),
+      500,
+    );
     await settle(peerDb, 'graphile_worker._private_jobs');
     const before = await usage(peerDb);
     const seconds = await peer.drain({ concurrency: 10, localQueue: 500 });
@@ -367,12 +396,21 @@ try {
       label: 'graphile-worker 0.17 batched (local queue 500, concurrency 10)',
       events: EVENTS,
       seconds,
-      usage: before && after ? { statements: after.statements - before.statements, buffers: after.buffers - before.buffers, walBytes: after.walBytes - before.walBytes } : undefined,
+      usage:
+        before && after
+          ? {
+              statements: after.statements - before.statements,
+              buffers: after.buffers - before.buffers,
+              walBytes: after.walBytes - before.walBytes,
+            }
+          : undefined,
     };
     const u = peerFigure.usage;
     console.log(
       `  ${peerFigure.label.padEnd(LABEL_WIDTH)} ${Math.round(rate(peerFigure)).toString().padStart(7)} jobs/s  ` +
-        (u ? `     ${(u.statements / EVENTS).toFixed(3)} stmt   ${(u.buffers / EVENTS).toFixed(1)} buf   ${Math.round(u.walBytes / EVENTS)} WAL B   /job` : ''),
+        (u
+          ? `     ${(u.statements / EVENTS).toFixed(3)} stmt   ${(u.buffers / EVENTS).toFixed(1)} buf   ${Math.round(u.walBytes / EVENTS)} WAL B   /job`
+          : ''),
     );
   } finally {
     await peer.release();

@@ -18,7 +18,9 @@ const app = new App();
 const stage = String(app.node.tryGetContext('stage') ?? 'dev');
 const stages = (app.node.tryGetContext('stages') ?? {}) as Record<string, unknown>;
 if (!(stage in stages)) {
-  throw new StageConfigError(`Unknown stage "${stage}": add it under "stages" in cdk.json (known: ${Object.keys(stages).join(', ') || 'none'})`);
+  throw new StageConfigError(
+    `Unknown stage "${stage}": add it under "stages" in cdk.json (known: ${Object.keys(stages).join(', ') || 'none'})`,
+  );
 }
 // Where each consumer was deployed, as committed: a consumer moved by accident is refused.
 const placements = (app.node.tryGetContext('consumerStacks') ?? {}) as Record<string, Record<string, string>>;

@@ -71,7 +71,10 @@ const consumerSettings = z.object({
    * Provisioned mode: mappings with the same poller group share its pollers (and their
    * cost) instead of each keeping its own minimum. Unset: each mapping has its own.
    */
-  pollerGroupName: z.string().regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]').optional(),
+  pollerGroupName: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]')
+    .optional(),
   /**
    * ESM retries of a batch that keeps failing (infrastructure failures only: poison goes to
    * the poison table). Finite, so that a dead database cannot block a partition forever;
@@ -136,14 +139,26 @@ const consumerOverride = z.object(withoutDefaults).extend({
 const stageSchema = z
   .object({
     /** Deployment environment. Omit both for environment-agnostic stacks. */
-    account: z.string().regex(/^\d{12}$/, 'must be a 12-digit account id').optional(),
-    region: z.string().regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1').optional(),
+    account: z
+      .string()
+      .regex(/^\d{12}$/, 'must be a 12-digit account id')
+      .optional(),
+    region: z
+      .string()
+      .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1')
+      .optional(),
     /** Prefix of the stack names: `<prefix>-<stage>-stateful`. */
-    stackPrefix: z.string().regex(/^[A-Za-z][A-Za-z0-9-]{0,40}$/).default('KafkaInbox'),
+    stackPrefix: z
+      .string()
+      .regex(/^[A-Za-z][A-Za-z0-9-]{0,40}$/)
+      .default('KafkaInbox'),
     msk: z
       .object({
         /** An existing cluster, imported by ARN (no lookup). */
-        clusterArn: z.string().regex(MSK_CLUSTER_ARN, 'must be an MSK cluster ARN (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)').optional(),
+        clusterArn: z
+          .string()
+          .regex(MSK_CLUSTER_ARN, 'must be an MSK cluster ARN (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)')
+          .optional(),
         /**
          * The existing cluster's security group: the stack admits the outbox relay's security
          * group to it on the IAM broker port (9098). Unset: that rule is the cluster owner's to add.
@@ -156,7 +171,7 @@ const stageSchema = z
         message: 'set exactly one of msk.clusterArn and msk.createDevCluster=true',
       })
       .refine((m) => m.securityGroupId === undefined || m.clusterArn !== undefined, {
-        message: 'securityGroupId is the existing cluster\'s (msk.clusterArn); the dev cluster\'s group is the stack\'s own',
+        message: "securityGroupId is the existing cluster's (msk.clusterArn); the dev cluster's group is the stack's own",
       })
       .prefault({}),
     network: z
@@ -165,17 +180,27 @@ const stageSchema = z
          * An existing VPC, imported by id without a lookup: the functions, the database and
          * its endpoints go into subnetIds. Unset: the stack creates a VPC (isolated subnets, no NAT).
          */
-        vpcId: z.string().regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id (vpc-…)').optional(),
+        vpcId: z
+          .string()
+          .regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id (vpc-…)')
+          .optional(),
         /** With vpcId: private subnets, in at least two availability zones, that reach the brokers and the AWS APIs the functions call. */
         subnetIds: z.array(z.string().regex(SUBNET_ID, 'must be a subnet id (subnet-…)')).min(2).max(6).optional(),
         /**
          * The availability zone of each subnet (vpcId), or the zones of the created VPC. Given
          * here, synth needs no lookup: required for a created VPC when account and region are set.
          */
-        availabilityZones: z.array(z.string().regex(AVAILABILITY_ZONE, 'must be an availability zone name such as eu-west-1a')).min(2).max(6).optional(),
+        availabilityZones: z
+          .array(z.string().regex(AVAILABILITY_ZONE, 'must be an availability zone name such as eu-west-1a'))
+          .min(2)
+          .max(6)
+          .optional(),
         /** Created VPC only: its size and zones (when availabilityZones is unset). */
         maxAzs: int(2, 3).optional(),
-        cidr: z.string().regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block').optional(),
+        cidr: z
+          .string()
+          .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block')
+          .optional(),
         /** Created VPC only: how long its rejected-traffic flow logs are kept. */
         flowLogRetentionDays: logRetentionDays.optional(),
         /**
@@ -235,8 +260,14 @@ const stageSchema = z
     database: z
       .object({
         /** Aurora PostgreSQL engine version: a supported major (16 or 17) and its minor. */
-        engineVersion: z.string().regex(/^(16|17)\.\d+$/, 'must be 16.x or 17.x').default('17.7'),
-        databaseName: z.string().regex(/^[a-z_][a-z0-9_]{0,62}$/).default('inbox'),
+        engineVersion: z
+          .string()
+          .regex(/^(16|17)\.\d+$/, 'must be 16.x or 17.x')
+          .default('17.7'),
+        databaseName: z
+          .string()
+          .regex(/^[a-z_][a-z0-9_]{0,62}$/)
+          .default('inbox'),
         minCapacityAcu: z.number().min(0).max(256).default(0.5),
         maxCapacityAcu: z.number().min(1).max(256).default(4),
         readers: int(0, 15).default(0),
@@ -292,7 +323,10 @@ const stageSchema = z
          * The brokers' IAM bootstrap string (host:9098,…). Unset: looked up at deploy time
          * (kafka:GetBootstrapBrokers on msk.clusterArn or the dev cluster).
          */
-        bootstrapBrokers: z.string().regex(/^[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*$/, 'must be host:port,host:port').optional(),
+        bootstrapBrokers: z
+          .string()
+          .regex(/^[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*$/, 'must be host:port,host:port')
+          .optional(),
       })
       .prefault({}),
     observability: z
@@ -311,7 +345,10 @@ const stageSchema = z
         /** Subscribed to the alarm topic (email confirmation needed). */
         email: z.email().optional(),
         /** An existing topic to send alarms to instead of creating one. */
-        snsTopicArn: z.string().regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$/, 'must be an SNS topic ARN').optional(),
+        snsTopicArn: z
+          .string()
+          .regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$/, 'must be an SNS topic ARN')
+          .optional(),
         quarantineDepth: int(0, 1_000_000).default(0),
         poisonRecords: int(0, 1_000_000).default(0),
         oldestDueAgeSeconds: int(60, 7 * 86_400).default(900),
@@ -373,7 +410,12 @@ const stageSchema = z
     }
     if (stage.region !== undefined) {
       const elsewhere = (stage.network.availabilityZones ?? []).filter((az) => !az.startsWith(stage.region!));
-      if (elsewhere.length > 0) ctx.addIssue({ code: 'custom', path: ['network', 'availabilityZones'], message: `not in ${stage.region}: ${elsewhere.join(', ')}` });
+      if (elsewhere.length > 0)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['network', 'availabilityZones'],
+          message: `not in ${stage.region}: ${elsewhere.join(', ')}`,
+        });
     }
   });
 
@@ -463,7 +505,9 @@ export function parseStageConfig(
   }
   // As for the workers: a lane's lease must outlive any relay invocation that holds it.
   if (rest.relay.timeoutSeconds + rest.relay.safetyMarginSeconds >= rest.relay.leaseSeconds) {
-    problems.push(`stages.${stage}.relay: timeoutSeconds + safetyMarginSeconds must be below relay.leaseSeconds (${rest.relay.leaseSeconds})`);
+    problems.push(
+      `stages.${stage}.relay: timeoutSeconds + safetyMarginSeconds must be below relay.leaseSeconds (${rest.relay.leaseSeconds})`,
+    );
   }
 
   const consumers: ConsumerStageConfig[] = [];
@@ -486,7 +530,9 @@ export function parseStageConfig(
     // The worker must finish (and release what it claimed) well before its lease could expire,
     // or the reaper would hand a live worker's rows to another worker.
     if (merged.workerTimeoutSeconds + rest.worker.safetyMarginSeconds >= rest.worker.leaseSeconds) {
-      problems.push(`${path}: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (${rest.worker.leaseSeconds})`);
+      problems.push(
+        `${path}: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (${rest.worker.leaseSeconds})`,
+      );
     }
     if (merged.workerTimeoutSeconds <= rest.worker.safetyMarginSeconds) {
       problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
@@ -534,14 +580,25 @@ export function parseStageConfig(
  * consumer group's committed offsets; its alarms and dashboard rows start empty). So a
  * stack that differs from the recorded one is refused unless the stage says movedFrom.
  */
-function placementProblems(path: string, declaration: DeclaredConsumer, stack: string, recorded: string | undefined, movedFrom: string | undefined): string[] {
+function placementProblems(
+  path: string,
+  declaration: DeclaredConsumer,
+  stack: string,
+  recorded: string | undefined,
+  movedFrom: string | undefined,
+): string[] {
   const problems: string[] = [];
-  if (!CONSUMER_STACK_KEY.test(stack)) problems.push(`consumer declaration ${declaration.name}: stack "${stack}" ${CONSUMER_STACK_KEY_RULE}`);
+  if (!CONSUMER_STACK_KEY.test(stack))
+    problems.push(`consumer declaration ${declaration.name}: stack "${stack}" ${CONSUMER_STACK_KEY_RULE}`);
   if (declaration.name.length > MAX_CONSUMER_NAME) {
-    problems.push(`consumer declaration ${declaration.name}: the name is longer than ${MAX_CONSUMER_NAME} characters (its worker schedule is worker-<name>, 64 at most)`);
+    problems.push(
+      `consumer declaration ${declaration.name}: the name is longer than ${MAX_CONSUMER_NAME} characters (its worker schedule is worker-<name>, 64 at most)`,
+    );
   }
   if (movedFrom !== undefined && movedFrom !== recorded) {
-    problems.push(`${path}.movedFrom: "${movedFrom}" is not where it is recorded (${recorded === undefined ? 'no record' : `"${recorded}"`}); remove movedFrom`);
+    problems.push(
+      `${path}.movedFrom: "${movedFrom}" is not where it is recorded (${recorded === undefined ? 'no record' : `"${recorded}"`}); remove movedFrom`,
+    );
   } else if (recorded !== undefined && recorded !== stack && movedFrom === undefined) {
     problems.push(
       `${path}: moves from consumer stack "${recorded}" to "${stack}", which replaces its functions, event-source mappings and schedule. ` +
@@ -566,7 +623,9 @@ function stackSizeProblems(stage: string, consumers: ConsumerStageConfig[], max:
 }
 
 /** The worker's reserved concurrency in Lambda: undefined when none is reserved. */
-export function reservedConcurrencyOf(consumer: Pick<ConsumerSettings, 'workerReservedConcurrency' | 'workerMaxConcurrency'>): number | undefined {
+export function reservedConcurrencyOf(
+  consumer: Pick<ConsumerSettings, 'workerReservedConcurrency' | 'workerMaxConcurrency'>,
+): number | undefined {
   if (consumer.workerReservedConcurrency === false) return undefined;
   return consumer.workerReservedConcurrency === true ? consumer.workerMaxConcurrency + 1 : consumer.workerReservedConcurrency;
 }
@@ -612,7 +671,9 @@ function pollerGroupProblems(stage: string, consumers: ConsumerStageConfig[]): s
   }
   return [...groups].flatMap(([name, g]) => [
     ...(g.mappings > 100 ? [`stages.${stage}: poller group "${name}" has ${g.mappings} mappings; Lambda allows 100 per group`] : []),
-    ...(g.maxPollers > 2000 ? [`stages.${stage}: poller group "${name}" adds up to ${g.maxPollers} maxPollers; Lambda allows 2000 per group`] : []),
+    ...(g.maxPollers > 2000
+      ? [`stages.${stage}: poller group "${name}" adds up to ${g.maxPollers} maxPollers; Lambda allows 2000 per group`]
+      : []),
   ]);
 }
 
@@ -621,9 +682,19 @@ function pollerGroupProblems(stage: string, consumers: ConsumerStageConfig[]): s
  * creates has no route anywhere, so an existing cluster is out of its reach unless the
  * stage gives brokers that are reachable from it (MSK multi-VPC private connectivity).
  */
-function brokerRouteProblems(stage: string, consumers: ConsumerStageConfig[], settings: Omit<StageSettings, 'consumers' | 'consumerDefaults'>): string[] {
+function brokerRouteProblems(
+  stage: string,
+  consumers: ConsumerStageConfig[],
+  settings: Omit<StageSettings, 'consumers' | 'consumerDefaults'>,
+): string[] {
   const relayDeployed = consumers.some((c) => c.outboxTopics.length > 0);
-  if (!relayDeployed || settings.msk.clusterArn === undefined || settings.network.kind === 'existing' || settings.relay.bootstrapBrokers !== undefined) return [];
+  if (
+    !relayDeployed ||
+    settings.msk.clusterArn === undefined ||
+    settings.network.kind === 'existing' ||
+    settings.relay.bootstrapBrokers !== undefined
+  )
+    return [];
   return [
     `stages.${stage}.network: the outbox relay produces to msk.clusterArn from the stage's subnets, and a VPC this stack creates has no route to it: set network.vpcId, subnetIds and availabilityZones to the cluster's VPC (or subnets routed to it), or relay.bootstrapBrokers to brokers this VPC reaches (MSK multi-VPC private connectivity)`,
   ];
@@ -635,7 +706,9 @@ function declaredRegistry(declaration: DeclaredConsumer, problems: string[]): Sc
   const parsed = schemaRegistrySchema.safeParse(declaration.schemaRegistry);
   if (parsed.success) return parsed.data;
   for (const issue of parsed.error.issues) {
-    problems.push(`consumer declaration ${declaration.name}: schemaRegistry${issue.path.map((p) => `.${String(p)}`).join('')}: ${issue.message}`);
+    problems.push(
+      `consumer declaration ${declaration.name}: schemaRegistry${issue.path.map((p) => `.${String(p)}`).join('')}: ${issue.message}`,
+    );
   }
   return undefined;
 }
@@ -654,7 +727,9 @@ function registryProblems(path: string, registry: SchemaRegistry, stage: Omit<St
   if (registry.type === 'confluent' && stage.msk.createDevCluster) {
     // The mapping's pollers reach the registry from the cluster's subnets: the dev cluster's
     // are isolated (no NAT), so every poll would fail to fetch a schema.
-    problems.push(`${path}.schemaRegistry: a Confluent registry needs a route from the cluster's subnets; the dev cluster's VPC has none (use msk.clusterArn)`);
+    problems.push(
+      `${path}.schemaRegistry: a Confluent registry needs a route from the cluster's subnets; the dev cluster's VPC has none (use msk.clusterArn)`,
+    );
   }
   return problems;
 }

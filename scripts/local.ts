@@ -73,7 +73,7 @@ try {
     console.log(
       [
         '',
-        embedded ? 'The embedded database is still running. In another terminal:' : 'The database keeps the run\'s rows. Inspect it with:',
+        embedded ? 'The embedded database is still running. In another terminal:' : "The database keeps the run's rows. Inspect it with:",
         // The CLI as the ops function's role, psql as the owner.
         `  DATABASE_URL='${opsUrl}' npm run ops -- stats`,
         `  psql '${url}' -c "select consumer_name, status, error_code, count(*) from integration.consumer_inbox group by 1, 2, 3 order by 1, 2"`,

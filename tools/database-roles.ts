@@ -38,7 +38,11 @@ export function roleUrl(adminUrl: string, role: DatabaseRole, database?: string)
  * is connected with `adminUrl`. Serialized on an advisory lock: concurrent ALTER ROLE of
  * one role fails ("tuple concurrently updated").
  */
-export async function prepareRoleLogins(admin: Sql, adminUrl: string, roles: readonly DatabaseRole[] = runtimeRoles(CONSUMERS)): Promise<void> {
+export async function prepareRoleLogins(
+  admin: Sql,
+  adminUrl: string,
+  roles: readonly DatabaseRole[] = runtimeRoles(CONSUMERS),
+): Promise<void> {
   const passwords = Object.fromEntries(
     roles.flatMap((role) => {
       const password = rolePassword(adminUrl, role);

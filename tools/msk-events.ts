@@ -69,7 +69,10 @@ export function partitionKeyOf(record: Pick<KafkaRecord, 'topic' | 'partition'>)
 }
 
 /** One event from records of any partitions: grouped by partition, each group in offset order. */
-export function mskEvent(records: readonly KafkaRecord[], options: { eventSourceArn?: string; bootstrapServers?: string } = {}): KafkaEvent {
+export function mskEvent(
+  records: readonly KafkaRecord[],
+  options: { eventSourceArn?: string; bootstrapServers?: string } = {},
+): KafkaEvent {
   const grouped: Record<string, KafkaRecord[]> = {};
   for (const record of records) (grouped[partitionKeyOf(record)] ??= []).push(record);
   for (const list of Object.values(grouped)) list.sort((a, b) => a.offset - b.offset);

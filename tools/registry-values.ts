@@ -19,7 +19,8 @@ import { BigIntLong } from '../functions/ingest/writer-schema';
 
 /** An Avro binary encoder for `schema` (no logical types: the producer writes the underlying values). */
 export function avroEncoder(schema: object): (value: unknown) => Buffer {
-  const anyLong = (s: avro.Schema) => (s === 'long' || (typeof s === 'object' && s !== null && (s as { type?: unknown }).type === 'long') ? BigIntLong : undefined);
+  const anyLong = (s: avro.Schema) =>
+    s === 'long' || (typeof s === 'object' && s !== null && (s as { type?: unknown }).type === 'long') ? BigIntLong : undefined;
   const type = avro.Type.forSchema(schema as avro.Schema, { typeHook: anyLong as avro.ForSchemaOptions['typeHook'], wrapUnions: 'auto' });
   return (value) => type.toBuffer(value);
 }
@@ -122,7 +123,12 @@ export async function startLocalRegistry(schemas: readonly ServedSchema[]): Prom
       res.end(JSON.stringify({ error_code: 40403, message: 'Schema not found' }));
       return;
     }
-    res.end(JSON.stringify({ schema: served.schema, ...(served.schemaType && served.schemaType !== 'AVRO' ? { schemaType: served.schemaType } : {}) }));
+    res.end(
+      JSON.stringify({
+        schema: served.schema,
+        ...(served.schemaType && served.schemaType !== 'AVRO' ? { schemaType: served.schemaType } : {}),
+      }),
+    );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;

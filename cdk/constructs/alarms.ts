@@ -127,7 +127,13 @@ export class InboxAlarms extends Construct {
         'oldestDueAge',
         `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s (not while the consumer is paused).`,
       );
-      add(`${key}OffsetLag`, m.offsetLag(c), t.offsetLag, 'offsetLag', `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`);
+      add(
+        `${key}OffsetLag`,
+        m.offsetLag(c),
+        t.offsetLag,
+        'offsetLag',
+        `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`,
+      );
       add(
         `${key}LatencyP50`,
         m.latency(c.name, 'p50', t.latencyMinSamples),
@@ -185,7 +191,13 @@ export class InboxAlarms extends Construct {
 
     for (const f of props.functions) {
       const key = idOf(f.label);
-      add(`${key}Errors`, f.function.metricErrors({ statistic: 'Sum', period: m.period }), t.functionErrors, 'functionErrors', `${f.label}: the function returned errors.`);
+      add(
+        `${key}Errors`,
+        f.function.metricErrors({ statistic: 'Sum', period: m.period }),
+        t.functionErrors,
+        'functionErrors',
+        `${f.label}: the function returned errors.`,
+      );
       add(
         `${key}Throttles`,
         f.function.metricThrottles({ statistic: 'Sum', period: m.period }),

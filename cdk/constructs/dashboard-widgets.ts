@@ -77,7 +77,12 @@ export const CONSUMER_WIDGETS: readonly ConsumerWidget[] = [
     id: 'processing',
     title: 'processing',
     leftLabel: 'events',
-    left: [sum(MetricNames.EventsProcessed), sum(MetricNames.EventsRetried), sum(MetricNames.EventsQuarantined), sum(MetricNames.EventsIgnored)],
+    left: [
+      sum(MetricNames.EventsProcessed),
+      sum(MetricNames.EventsRetried),
+      sum(MetricNames.EventsQuarantined),
+      sum(MetricNames.EventsIgnored),
+    ],
   },
   {
     id: 'latency',

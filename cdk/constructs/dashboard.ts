@@ -110,7 +110,10 @@ const OVERVIEW_WIDGETS: readonly { title: string; series: readonly OverviewSerie
       { metric: MetricNames.EventsQuarantined, stat: 'Sum', how: 'total', label: 'quarantined' },
     ],
   },
-  { title: `Due depth: worst ${WORST_CONSUMERS} consumers`, series: [{ metric: MetricNames.DueDepth, stat: 'Maximum', how: 'worst', label: 'due' }] },
+  {
+    title: `Due depth: worst ${WORST_CONSUMERS} consumers`,
+    series: [{ metric: MetricNames.DueDepth, stat: 'Maximum', how: 'worst', label: 'due' }],
+  },
   {
     title: `Oldest due age (s): worst ${WORST_CONSUMERS} consumers`,
     series: [{ metric: MetricNames.OldestDueAgeSeconds, stat: 'Maximum', how: 'worst', label: 'oldest due age' }],
@@ -119,7 +122,10 @@ const OVERVIEW_WIDGETS: readonly { title: string; series: readonly OverviewSerie
     title: `Quarantine depth: worst ${WORST_CONSUMERS} consumers`,
     series: [{ metric: MetricNames.QuarantineDepth, stat: 'Maximum', how: 'worst', label: 'quarantined' }],
   },
-  { title: `Poisoned records: worst ${WORST_CONSUMERS} consumers`, series: [{ metric: MetricNames.RecordsPoisoned, stat: 'Sum', how: 'worst', label: 'poisoned' }] },
+  {
+    title: `Poisoned records: worst ${WORST_CONSUMERS} consumers`,
+    series: [{ metric: MetricNames.RecordsPoisoned, stat: 'Sum', how: 'worst', label: 'poisoned' }],
+  },
   {
     title: `Latency p99 (ms): worst ${WORST_CONSUMERS} consumers`,
     series: [{ metric: MetricNames.ProcessingLatency, stat: 'p99', how: 'worst', label: 'latency p99' }],

@@ -42,7 +42,12 @@ export interface FunctionPlatform {
   /** The second group of the functions that produce to Kafka: the brokers admit it. */
   kafkaClientSecurityGroup: ec2.ISecurityGroup;
   database: DatabasePlatform;
-  observability: { metricsNamespace: string; serviceName: string; logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR'; logRetentionDays: logs.RetentionDays };
+  observability: {
+    metricsNamespace: string;
+    serviceName: string;
+    logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+    logRetentionDays: logs.RetentionDays;
+  };
 }
 
 /**
@@ -167,19 +172,16 @@ export class InboxFunction extends NodejsFunction {
       database.masterSecret.grantRead(this);
     }
 
-    acknowledge(
-      this,
-      [
-        {
-          id: 'AwsSolutions-IAM4',
-          reason:
-            'AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the AWS-maintained minimum for a VPC function (ENI management, logs); their ENI actions cannot be scoped to resources.',
-          findings: [
-            'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole',
-            'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole',
-          ],
-        },
-      ]);
+    acknowledge(this, [
+      {
+        id: 'AwsSolutions-IAM4',
+        reason:
+          'AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the AWS-maintained minimum for a VPC function (ENI management, logs); their ENI actions cannot be scoped to resources.',
+        findings: [
+          'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole',
+          'Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaVPCAccessExecutionRole',
+        ],
+      },
+    ]);
   }
 }
-

@@ -30,7 +30,11 @@ export interface KafkaIngestProps {
 }
 
 /** The topic and group ARNs under a cluster's prefixes. */
-export function kafkaResourceArns(prefixes: KafkaArnPrefixes, topics: readonly string[], groups: readonly string[]): { topicArns: string[]; groupArns: string[] } {
+export function kafkaResourceArns(
+  prefixes: KafkaArnPrefixes,
+  topics: readonly string[],
+  groups: readonly string[],
+): { topicArns: string[]; groupArns: string[] } {
   return { topicArns: topics.map((t) => `${prefixes.topic}/${t}`), groupArns: groups.map((g) => `${prefixes.group}/${g}`) };
 }
 
@@ -125,23 +129,21 @@ export class KafkaIngest extends Construct {
       new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeGroup', 'kafka-cluster:AlterGroup'], resources: groupArns }),
     );
 
-    acknowledge(
-      this.function,
-      [
-        {
-          id: 'AwsSolutions-IAM4',
-          reason:
-            'AWSLambdaMSKExecutionRole is attached by the CDK ManagedKafkaEventSource: the ESM needs its kafka:Describe*/GetBootstrapBrokers and ENI actions, which AWS does not support scoping.',
-          findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole'],
-        },
-        {
-          id: 'AwsSolutions-IAM5',
-          reason:
-            's3:PutObject on the on-failure bucket\'s objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.',
-          findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
-        },
-        ...(registry?.acknowledgements ?? []),
-      ]);
+    acknowledge(this.function, [
+      {
+        id: 'AwsSolutions-IAM4',
+        reason:
+          'AWSLambdaMSKExecutionRole is attached by the CDK ManagedKafkaEventSource: the ESM needs its kafka:Describe*/GetBootstrapBrokers and ENI actions, which AWS does not support scoping.',
+        findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole'],
+      },
+      {
+        id: 'AwsSolutions-IAM5',
+        reason:
+          "s3:PutObject on the on-failure bucket's objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.",
+        findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
+      },
+      ...(registry?.acknowledgements ?? []),
+    ]);
   }
 
   /**
@@ -150,7 +152,10 @@ export class KafkaIngest extends Construct {
    * on it and its schemas; Confluent, read access to exactly the declared secret (plus, with
    * a customer-managed key, decrypt through Secrets Manager). One instance serves every topic.
    */
-  private schemaRegistry(declared: SchemaRegistry): { config: GlueSchemaRegistry | ConfluentSchemaRegistry; acknowledgements: NagAcknowledgement[] } {
+  private schemaRegistry(declared: SchemaRegistry): {
+    config: GlueSchemaRegistry | ConfluentSchemaRegistry;
+    acknowledgements: NagAcknowledgement[];
+  } {
     const common = {
       eventRecordFormat: lambda.EventRecordFormat[declared.recordFormat],
       schemaValidationConfigs: declared.validate.map((a) => ({ attribute: lambda.KafkaSchemaValidationAttribute[a] })),

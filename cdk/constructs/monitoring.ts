@@ -140,7 +140,9 @@ export class InboxMetrics {
       }
     });
     return new cloudwatch.MathExpression({
-      expression: Object.keys(usingMetrics).map((key) => `FILL(${key}, 0)`).join(' + '),
+      expression: Object.keys(usingMetrics)
+        .map((key) => `FILL(${key}, 0)`)
+        .join(' + '),
       usingMetrics,
       period: PERIOD,
       label,

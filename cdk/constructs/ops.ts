@@ -70,12 +70,32 @@ export class Ops extends Construct {
     // The one-time replay schedules invoke it asynchronously.
     props.schedules.invokedAsynchronously(this.function);
 
-    const workerSchedules = stack.formatArn({ service: 'scheduler', resource: 'schedule', resourceName: `${groupName}/${WORKER_SCHEDULE_PREFIX}*` });
-    const directory = stack.formatArn({ service: 'ssm', resource: 'parameter', resourceName: `${props.directoryPath.replace(/^\//, '')}*` });
-    const anyFunction = stack.formatArn({ service: 'lambda', resource: 'function', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
-    const anyMapping = stack.formatArn({ service: 'lambda', resource: 'event-source-mapping', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const workerSchedules = stack.formatArn({
+      service: 'scheduler',
+      resource: 'schedule',
+      resourceName: `${groupName}/${WORKER_SCHEDULE_PREFIX}*`,
+    });
+    const directory = stack.formatArn({
+      service: 'ssm',
+      resource: 'parameter',
+      resourceName: `${props.directoryPath.replace(/^\//, '')}*`,
+    });
+    const anyFunction = stack.formatArn({
+      service: 'lambda',
+      resource: 'function',
+      resourceName: '*',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+    const anyMapping = stack.formatArn({
+      service: 'lambda',
+      resource: 'event-source-mapping',
+      resourceName: '*',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
     this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['ssm:GetParameter'], resources: [directory] }));
-    this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'], resources: [workerSchedules] }));
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'], resources: [workerSchedules] }),
+    );
     // pause/resume --ingest read a mapping's state and set Enabled: the mappings its
     // consumer stack tagged for this stage, and no other.
     this.function.addToRolePolicy(

@@ -70,7 +70,9 @@ export class OutboxRelay extends Construct {
     this.function.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['kafka-cluster:Connect', 'kafka-cluster:WriteDataIdempotently'], resources: [clusterArn] }),
     );
-    this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeTopic', 'kafka-cluster:WriteData'], resources: topicArns }));
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeTopic', 'kafka-cluster:WriteData'], resources: topicArns }),
+    );
 
     this.schedule = props.schedules.schedule(
       this,
@@ -95,13 +97,17 @@ export class OutboxRelay extends Construct {
       onUpdate: call,
       policy: cr.AwsCustomResourcePolicy.fromSdkCalls({ resources: [clusterArn] }),
       installLatestAwsSdk: false,
-      logGroup: new logs.LogGroup(this, 'BootstrapBrokersLogs', { retention: retentionDays(logRetentionDays), removalPolicy: RemovalPolicy.DESTROY }),
+      logGroup: new logs.LogGroup(this, 'BootstrapBrokersLogs', {
+        retention: retentionDays(logRetentionDays),
+        removalPolicy: RemovalPolicy.DESTROY,
+      }),
     });
     // The provider is a stack-wide singleton; its role is what the lookup grants to.
     acknowledge(lookup.grantPrincipal as iam.Role, [
       {
         id: 'AwsSolutions-IAM4',
-        reason: 'The CDK AwsCustomResource provider runs with AWSLambdaBasicExecutionRole (its logs); its only other permission is kafka:GetBootstrapBrokers on this cluster.',
+        reason:
+          'The CDK AwsCustomResource provider runs with AWSLambdaBasicExecutionRole (its logs); its only other permission is kafka:GetBootstrapBrokers on this cluster.',
         findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole'],
       },
     ]);

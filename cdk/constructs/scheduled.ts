@@ -62,7 +62,14 @@ export abstract class ScheduleSupport extends Construct implements ScheduleParts
    * (they cover a failed delivery, not a failed invocation): a missed tick is replaced by the
    * next one a minute later, and the DLQ records that it happened.
    */
-  schedule(scope: Construct, id: string, fn: lambda.Function, rate: Duration, description: string, scheduleName?: string): scheduler.Schedule {
+  schedule(
+    scope: Construct,
+    id: string,
+    fn: lambda.Function,
+    rate: Duration,
+    description: string,
+    scheduleName?: string,
+  ): scheduler.Schedule {
     this.invokedAsynchronously(fn);
     return new scheduler.Schedule(scope, id, {
       schedule: scheduler.ScheduleExpression.rate(rate),
@@ -100,7 +107,12 @@ export class Schedules extends ScheduleSupport {
     // The consumer stacks' workers: any function of the stage tagged as scheduled, so that a
     // consumer added in its own stack changes nothing here. Their schedules use this role
     // (imported, so their grants add nothing to it).
-    const anyFunction = Stack.of(this).formatArn({ service: 'lambda', resource: 'function', resourceName: '*', arnFormat: ArnFormat.COLON_RESOURCE_NAME });
+    const anyFunction = Stack.of(this).formatArn({
+      service: 'lambda',
+      resource: 'function',
+      resourceName: '*',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
     this.role.addToPrincipalPolicy(
       new iam.PolicyStatement({
         actions: ['lambda:InvokeFunction'],
@@ -113,7 +125,7 @@ export class Schedules extends ScheduleSupport {
       {
         id: 'AwsSolutions-IAM5',
         reason:
-          'The workers live in the consumer stacks: the role invokes the functions that carry the stage\'s scheduled tag (aws:ResourceTag condition), and the platform\'s own scheduled functions and their versions (function-arn:*).',
+          "The workers live in the consumer stacks: the role invokes the functions that carry the stage's scheduled tag (aws:ResourceTag condition), and the platform's own scheduled functions and their versions (function-arn:*).",
         findings: [resourceFinding(this, anyFunction)],
       },
     ]);
@@ -129,11 +141,19 @@ export class Schedules extends ScheduleSupport {
     return queue;
   }
 
-  override schedule(scope: Construct, id: string, fn: lambda.Function, rate: Duration, description: string, scheduleName?: string): scheduler.Schedule {
+  override schedule(
+    scope: Construct,
+    id: string,
+    fn: lambda.Function,
+    rate: Duration,
+    description: string,
+    scheduleName?: string,
+  ): scheduler.Schedule {
     acknowledge(this.role, [
       {
         id: 'AwsSolutions-IAM5',
-        reason: 'The scheduler target grant (LambdaInvoke) covers the function and its versions (function-arn:*); the role can invoke nothing else.',
+        reason:
+          'The scheduler target grant (LambdaInvoke) covers the function and its versions (function-arn:*); the role can invoke nothing else.',
         findings: [arnFinding(fn, ':*')],
       },
     ]);
@@ -148,7 +168,11 @@ export class ImportedSchedules extends ScheduleSupport {
   readonly deadLetterQueue: sqs.IQueue;
   readonly failedInvocations: sqs.IQueue;
 
-  constructor(scope: Construct, id: string, refs: { groupName: string; roleArn: string; deadLetterQueueArn: string; failedInvocationsQueueArn: string; stageId: string }) {
+  constructor(
+    scope: Construct,
+    id: string,
+    refs: { groupName: string; roleArn: string; deadLetterQueueArn: string; failedInvocationsQueueArn: string; stageId: string },
+  ) {
     super(scope, id);
     this.group = scheduler.ScheduleGroup.fromScheduleGroupName(this, 'Group', refs.groupName);
     // Immutable: the role's own policy (tag condition) covers this stack's workers.
@@ -161,7 +185,14 @@ export class ImportedSchedules extends ScheduleSupport {
   readonly stageId: string;
 
   /** A worker of this stack: tagged so that the platform's scheduler role may invoke it. */
-  override schedule(scope: Construct, id: string, fn: lambda.Function, rate: Duration, description: string, scheduleName?: string): scheduler.Schedule {
+  override schedule(
+    scope: Construct,
+    id: string,
+    fn: lambda.Function,
+    rate: Duration,
+    description: string,
+    scheduleName?: string,
+  ): scheduler.Schedule {
     Tags.of(fn).add(SCHEDULED_TAG, this.stageId);
     return super.schedule(scope, id, fn, rate, description, scheduleName);
   }

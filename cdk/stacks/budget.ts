@@ -42,12 +42,19 @@ export function stackSizes(assembly: CloudAssembly): StackSize[] {
 }
 
 /** Throws StackBudgetError listing every stack over its budget (tests may pass a tighter one). */
-export function checkStackBudgets(assembly: CloudAssembly, budget: { resources: number; templateBytes: number } = STACK_BUDGET): StackSize[] {
+export function checkStackBudgets(
+  assembly: CloudAssembly,
+  budget: { resources: number; templateBytes: number } = STACK_BUDGET,
+): StackSize[] {
   const sizes = stackSizes(assembly);
   const over = sizes.flatMap((s) => {
     const problems: string[] = [];
-    if (s.resources > budget.resources) problems.push(`${s.resources} resources (budget ${budget.resources}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.resources})`);
-    if (s.templateBytes > budget.templateBytes) problems.push(`a ${s.templateBytes}-byte template (budget ${budget.templateBytes}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.templateBytes})`);
+    if (s.resources > budget.resources)
+      problems.push(`${s.resources} resources (budget ${budget.resources}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.resources})`);
+    if (s.templateBytes > budget.templateBytes)
+      problems.push(
+        `a ${s.templateBytes}-byte template (budget ${budget.templateBytes}, CloudFormation's limit ${CLOUDFORMATION_LIMITS.templateBytes})`,
+      );
     return problems.length === 0 ? [] : [`${s.stackName}: ${problems.join(' and ')}`];
   });
   if (over.length > 0) {

@@ -166,7 +166,12 @@ export class ConsumerStack extends Stack {
       { label: `${c.name} ingest`, function: c.ingest },
       { label: `${c.name} worker`, function: c.worker },
     ]);
-    const scheduled: ScheduledFunction[] = monitored.map((c) => ({ label: `${c.name} worker`, function: c.worker, intervalMinutes: 1, consumer: c.name }));
+    const scheduled: ScheduledFunction[] = monitored.map((c) => ({
+      label: `${c.name} worker`,
+      function: c.worker,
+      intervalMinutes: 1,
+      consumer: c.name,
+    }));
     this.dashboard = new InboxDashboard(this, 'Dashboard', { metrics, consumers: monitored, functions });
     this.alarms = new InboxAlarms(this, 'Alarms', {
       metrics,

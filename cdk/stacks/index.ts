@@ -35,7 +35,8 @@ export function createInboxStacks(app: App, config: StageConfig): InboxStacks {
     ...(env ? { env } : {}),
     config,
     tags,
-    description: 'Kafka inbox platform: shared functions (reaper, ops, relay, migrations), buckets, queues, schedule group, alarm topic, overview dashboard',
+    description:
+      'Kafka inbox platform: shared functions (reaper, ops, relay, migrations), buckets, queues, schedule group, alarm topic, overview dashboard',
   });
   // It reads the stateful stack's parameters when it deploys: `cdk deploy --all` deploys that one first.
   platform.addStackDependency(stateful, 'reads the SSM parameters the stateful stack writes');

@@ -74,7 +74,8 @@ export class PlatformStack extends Stack {
     acknowledge(this.failedRecords, [
       {
         id: 'AwsSolutions-S1',
-        reason: 'Only the event-source mappings write here, through the ingest roles; reads are operator actions recorded by CloudTrail. Server access logs would add a second bucket for no new information.',
+        reason:
+          'Only the event-source mappings write here, through the ingest roles; reads are operator actions recorded by CloudTrail. Server access logs would add a second bucket for no new information.',
       },
     ]);
 
@@ -147,7 +148,7 @@ export class PlatformStack extends Stack {
       functions,
       scheduled,
       failureQueues: [
-        { label: 'The schedules\' dead-letter queue', queue: this.schedules.deadLetterQueue },
+        { label: "The schedules' dead-letter queue", queue: this.schedules.deadLetterQueue },
         { label: 'The failed-invocations queue', queue: this.schedules.failedInvocations },
       ],
       database: { cluster: stateful.cluster, maxCapacityAcu: config.database.maxCapacityAcu },

@@ -151,7 +151,11 @@ export class StatefulReferences extends Construct {
 
     const network = config.network;
     if (network.kind === 'existing') {
-      this.vpc = importVpc(this, { vpcId: network.vpcId, availabilityZones: network.availabilityZones, privateSubnetIds: network.subnetIds });
+      this.vpc = importVpc(this, {
+        vpcId: network.vpcId,
+        availabilityZones: network.availabilityZones,
+        privateSubnetIds: network.subnetIds,
+      });
       this.subnets = { subnets: this.vpc.privateSubnets };
     } else {
       const zones = network.maxAzs;
@@ -165,8 +169,15 @@ export class StatefulReferences extends Construct {
       });
       this.subnets = { subnets: this.vpc.isolatedSubnets };
     }
-    this.functionSecurityGroup = ec2.SecurityGroup.fromSecurityGroupId(this, 'FunctionSecurityGroup', read('functionSecurityGroupId'), { mutable: false });
-    this.kafkaClientSecurityGroup = ec2.SecurityGroup.fromSecurityGroupId(this, 'KafkaClientSecurityGroup', read('kafkaClientSecurityGroupId'), { mutable: false });
+    this.functionSecurityGroup = ec2.SecurityGroup.fromSecurityGroupId(this, 'FunctionSecurityGroup', read('functionSecurityGroupId'), {
+      mutable: false,
+    });
+    this.kafkaClientSecurityGroup = ec2.SecurityGroup.fromSecurityGroupId(
+      this,
+      'KafkaClientSecurityGroup',
+      read('kafkaClientSecurityGroupId'),
+      { mutable: false },
+    );
 
     this.cluster = rds.DatabaseCluster.fromDatabaseClusterAttributes(this, 'Database', { clusterIdentifier: read('clusterIdentifier') });
     this.masterSecret = secretsmanager.Secret.fromSecretCompleteArn(this, 'MasterSecret', read('masterSecretArn'));
@@ -194,7 +205,7 @@ export function importVpc(scope: Construct, attributes: ec2.VpcAttributes): ec2.
   for (const subnet of [...vpc.privateSubnets, ...vpc.isolatedSubnets]) {
     Annotations.of(subnet).acknowledgeWarning(
       '@aws-cdk/aws-ec2:noSubnetRouteTableId',
-      'Nothing in this stage reads an imported subnet\'s route table: functions, the database and endpoints name the subnet only.',
+      "Nothing in this stage reads an imported subnet's route table: functions, the database and endpoints name the subnet only.",
     );
   }
   return vpc;

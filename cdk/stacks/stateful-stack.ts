@@ -75,7 +75,12 @@ export class StatefulStack extends Stack {
     };
     for (const name of config.network.interfaceEndpoints) {
       const { id: endpointId, service } = services[name];
-      const endpoint = this.vpc.addInterfaceEndpoint(endpointId, { service, privateDnsEnabled: true, subnets: this.functionSubnets, open: false });
+      const endpoint = this.vpc.addInterfaceEndpoint(endpointId, {
+        service,
+        privateDnsEnabled: true,
+        subnets: this.functionSubnets,
+        open: false,
+      });
       endpoint.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions');
       this.endpoints[name] = endpoint;
     }
@@ -91,7 +96,11 @@ export class StatefulStack extends Stack {
       // that an instance "disables" what the cluster turns on for it anyway.
       writer: rds.ClusterInstance.serverlessV2('writer', { publiclyAccessible: false, enablePerformanceInsights: true }),
       readers: Array.from({ length: config.database.readers }, (_, i) =>
-        rds.ClusterInstance.serverlessV2(`reader${i + 1}`, { scaleWithWriter: true, publiclyAccessible: false, enablePerformanceInsights: true }),
+        rds.ClusterInstance.serverlessV2(`reader${i + 1}`, {
+          scaleWithWriter: true,
+          publiclyAccessible: false,
+          enablePerformanceInsights: true,
+        }),
       ),
       serverlessV2MinCapacity: config.database.minCapacityAcu,
       serverlessV2MaxCapacity: config.database.maxCapacityAcu,
@@ -144,7 +153,7 @@ export class StatefulStack extends Stack {
       // else (not as the master user: it holds no secret).
       const proxyRole = new iam.Role(this, 'ProxyRole', {
         assumedBy: new iam.ServicePrincipal('rds.amazonaws.com'),
-        description: 'RDS Proxy: connects to Aurora as the inbox functions\' roles (IAM authentication)',
+        description: "RDS Proxy: connects to Aurora as the inbox functions' roles (IAM authentication)",
       });
       for (const role of runtimeRoles(config.consumers)) this.cluster.grantConnect(proxyRole, role);
       this.proxy = this.cluster.addProxy('Proxy', {
@@ -157,7 +166,11 @@ export class StatefulStack extends Stack {
         // connection does not hold a database backend for long.
         idleClientTimeout: Duration.minutes(15),
       });
-      this.proxy.connections.allowFrom(this.functionSecurityGroup, ec2.Port.tcp(this.cluster.clusterEndpoint.port), 'Inbox functions to RDS Proxy');
+      this.proxy.connections.allowFrom(
+        this.functionSecurityGroup,
+        ec2.Port.tcp(this.cluster.clusterEndpoint.port),
+        'Inbox functions to RDS Proxy',
+      );
       // The migration runner connects to the cluster directly (DDL, the master user).
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Migration runner to Aurora');
       connectHost = this.proxy.endpoint;
@@ -171,7 +184,9 @@ export class StatefulStack extends Stack {
     if (config.msk.securityGroupId !== undefined && relayDeployed(config)) {
       // The outbox relay produces to the existing cluster: its group is admitted on the IAM
       // broker port, and nothing else of this stage is.
-      const brokers = ec2.SecurityGroup.fromSecurityGroupId(this, 'ExistingKafkaSecurityGroup', config.msk.securityGroupId, { mutable: true });
+      const brokers = ec2.SecurityGroup.fromSecurityGroupId(this, 'ExistingKafkaSecurityGroup', config.msk.securityGroupId, {
+        mutable: true,
+      });
       brokers.addIngressRule(this.kafkaClientSecurityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the inbox outbox relay');
     }
 
@@ -217,7 +232,9 @@ export class StatefulStack extends Stack {
       maxAzs: network.maxAzs,
       natGateways: 0,
       subnetConfiguration: [{ name: 'private', subnetType: ec2.SubnetType.PRIVATE_ISOLATED, cidrMask: 22 }],
-      flowLogs: { rejected: { trafficType: ec2.FlowLogTrafficType.REJECT, destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogs) } },
+      flowLogs: {
+        rejected: { trafficType: ec2.FlowLogTrafficType.REJECT, destination: ec2.FlowLogDestination.toCloudWatchLogs(flowLogs) },
+      },
     });
     // S3: the event-source mappings' pollers write batches they give up on to the on-failure
     // bucket from the cluster's subnets.
@@ -226,7 +243,8 @@ export class StatefulStack extends Stack {
     // log group gets the stage's retention too.
     const restrictProvider = this.node.tryFindChild('Custom::VpcRestrictDefaultSGCustomResourceProvider');
     const handler = restrictProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
-    if (handler !== undefined) retainDefaultLogGroup(this, 'RestrictDefaultSecurityGroupLogRetention', handler.ref, config.observability.logRetentionDays);
+    if (handler !== undefined)
+      retainDefaultLogGroup(this, 'RestrictDefaultSecurityGroupLogRetention', handler.ref, config.observability.logRetentionDays);
     return vpc;
   }
 

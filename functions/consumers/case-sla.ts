@@ -51,7 +51,9 @@ const accepted = defineBatchHandler({
           after: { obligationType: o.obligation.obligationType, dueAt: o.obligation.dueAt, status: 'OPEN' },
         })),
       ),
-      context.emit(obligations.map((o) => ({ source: o.source, eventType: SLA_OBLIGATION_OPENED, aggregateId: o.caseId, payload: o.obligation }))),
+      context.emit(
+        obligations.map((o) => ({ source: o.source, eventType: SLA_OBLIGATION_OPENED, aggregateId: o.caseId, payload: o.obligation })),
+      ),
     ]);
   },
 });

@@ -38,7 +38,12 @@ export function defineBatchHandler<S extends z.ZodType>(handler: {
  * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`.
  * The worker's fast path calls it once per stage and handler.
  */
-export function runBatch(consumer: ConsumerDeclaration, handler: BatchEventHandler<any>, tx: TransactionSql, events: readonly InboxEvent[]): Promise<void> {
+export function runBatch(
+  consumer: ConsumerDeclaration,
+  handler: BatchEventHandler<any>,
+  tx: TransactionSql,
+  events: readonly InboxEvent[],
+): Promise<void> {
   return handler.handleBatch(tx, events, handlerContext(consumer, tx));
 }
 
@@ -46,9 +51,7 @@ export function isBatchHandler(handler: EventHandler<any>): handler is BatchEven
   return typeof (handler as Partial<BatchEventHandler>).handleBatch === 'function';
 }
 
-export type Resolution =
-  | { kind: 'handler'; handler: EventHandler }
-  | { kind: 'ignored' };
+export type Resolution = { kind: 'handler'; handler: EventHandler } | { kind: 'ignored' };
 
 /** Which handler serves a type@version; throws the quarantine codes when none does. */
 export function resolveHandler(consumer: ConsumerDeclaration, eventType: string, eventVersion: number): Resolution {
@@ -95,8 +98,7 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
  * `run(tx)` gives the handler a context bound to that `tx` (its savepoint).
  */
 export type PreparedDispatch =
-  | { kind: 'ignored' }
-  | { kind: 'run'; run: (tx: TransactionSql) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
+  { kind: 'ignored' } | { kind: 'run'; run: (tx: TransactionSql) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
 
 /**
  * Resolve the handler and parse the payload, without touching the database. Throws the
@@ -120,11 +122,7 @@ export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): P
 }
 
 /** Run the row's handler inside `tx`. Resolves to the status to record. */
-export async function dispatch(
-  consumer: ConsumerDeclaration,
-  tx: TransactionSql,
-  row: InboxRow,
-): Promise<'PROCESSED' | 'IGNORED'> {
+export async function dispatch(consumer: ConsumerDeclaration, tx: TransactionSql, row: InboxRow): Promise<'PROCESSED' | 'IGNORED'> {
   const prepared = prepareDispatch(consumer, row);
   if (prepared.kind === 'ignored') return 'IGNORED';
   await prepared.run(tx);

@@ -32,10 +32,9 @@ const eventVersion = z.number().int().gt(0).max(INT4_MAX);
 const aggregateVersion = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER).nullish();
 const occurredAt = z.iso.datetime({ offset: true });
 /** Cheaper than z.record(): the payload's members are the handler's business. */
-const payloadObject = z.custom<Record<string, unknown>>(
-  (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
-  { message: 'expected a JSON object' },
-);
+const payloadObject = z.custom<Record<string, unknown>>((v) => typeof v === 'object' && v !== null && !Array.isArray(v), {
+  message: 'expected a JSON object',
+});
 
 const canonical = z.object({
   eventId: text,

@@ -23,12 +23,7 @@ export interface FailedAttempt {
   waitedSeconds: number;
 }
 
-export function outcomeForFailure(
-  policy: RetryPolicy,
-  failed: FailedAttempt,
-  error: unknown,
-  random: () => number = Math.random,
-): Outcome {
+export function outcomeForFailure(policy: RetryPolicy, failed: FailedAttempt, error: unknown, random: () => number = Math.random): Outcome {
   const c = classifyError(error);
   const errorDetail = {
     ...(c.sqlState ? { sqlState: c.sqlState } : {}),

@@ -123,7 +123,6 @@ export interface RetryPolicy {
   versionGapMaxWaitSeconds: number;
 }
 
-
 /**
  * What a QUARANTINED row means for the rows of its aggregate behind it (seed 000: "commit
  * Kafka offset only if policy allows quarantine progress").

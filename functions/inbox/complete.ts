@@ -27,9 +27,7 @@ export async function completeRows(q: Queryable, owner: string, outcomes: readon
     error_code: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorCode : null,
     error_message: o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED' ? o.errorMessage : null,
     error_detail:
-      (o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED') && o.errorDetail !== undefined
-        ? JSON.stringify(o.errorDetail)
-        : null,
+      (o.status === 'RETRY_PENDING' || o.status === 'QUARANTINED') && o.errorDetail !== undefined ? JSON.stringify(o.errorDetail) : null,
   }));
   const changed = await q<{ inbox_id: string }[]>`
     update integration.consumer_inbox i

@@ -62,11 +62,7 @@ export interface InsertedInboxRow {
 }
 
 /** Deferred mode: rows start RECEIVED for the worker. Returns the rows that were new. */
-export async function insertInboxBatch(
-  q: Queryable,
-  consumerName: string,
-  rows: readonly InboxInsert[],
-): Promise<InsertedInboxRow[]> {
+export async function insertInboxBatch(q: Queryable, consumerName: string, rows: readonly InboxInsert[]): Promise<InsertedInboxRow[]> {
   if (rows.length === 0) return [];
   return q<InsertedInboxRow[]>`
     ${insertStatement(q, consumerName, rows, null)}

@@ -7,7 +7,15 @@ import { toPage } from './quarantine';
 import { sinceBound, type Since } from './since';
 
 /** The actions the table's check constraint admits (migrations 0070, 0100). */
-export const OPERATOR_ACTIONS = ['replay', 'resolve', 'reingest', 'pause', 'resume', 'schedule-replay', 'scheduled-replay-refused'] as const;
+export const OPERATOR_ACTIONS = [
+  'replay',
+  'resolve',
+  'reingest',
+  'pause',
+  'resume',
+  'schedule-replay',
+  'scheduled-replay-refused',
+] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 export type ActionSource = 'cli' | 'lambda' | 'schedule';
 

@@ -34,9 +34,21 @@ export async function quarantineSummary(q: Queryable, consumerName?: string): Pr
 
 export type QuarantinedRow = Pick<
   InboxRow,
-  | 'inbox_id' | 'consumer_name' | 'event_id' | 'event_type' | 'event_version' | 'aggregate_type' | 'aggregate_id'
-  | 'aggregate_version' | 'topic_name' | 'partition_no' | 'offset_no' | 'correlation_id' | 'attempt_count'
-  | 'error_code' | 'received_at'
+  | 'inbox_id'
+  | 'consumer_name'
+  | 'event_id'
+  | 'event_type'
+  | 'event_version'
+  | 'aggregate_type'
+  | 'aggregate_id'
+  | 'aggregate_version'
+  | 'topic_name'
+  | 'partition_no'
+  | 'offset_no'
+  | 'correlation_id'
+  | 'attempt_count'
+  | 'error_code'
+  | 'received_at'
 > & {
   error_message: string | null;
   error_detail: unknown;

@@ -64,10 +64,7 @@ export type PoisonCode = (typeof PoisonCodes)[keyof typeof PoisonCodes];
  * `unavailable`: the value names a writer schema the registry could not be asked for now;
  * the record is neither stored nor poisoned but handed back to the mapping (ingest.ts).
  */
-export type Decoded =
-  | { kind: 'valid'; row: InboxInsert }
-  | { kind: 'poison'; row: PoisonInsert }
-  | { kind: 'unavailable'; reason: string };
+export type Decoded = { kind: 'valid'; row: InboxInsert } | { kind: 'poison'; row: PoisonInsert } | { kind: 'unavailable'; reason: string };
 
 export interface DecodeLimits {
   /** Largest accepted record value in bytes (the whole envelope, before any parsing; and as JSON, once decoded). */
@@ -207,9 +204,7 @@ function timestampOf(record: KafkaRecord): number | null {
 
 type Raw = { text: string | null; encoding: 'utf8' | 'base64' | 'none' };
 
-type ValueResult =
-  | { ok: true; envelope: NormalizedEnvelope; text: string }
-  | { ok: false; code: PoisonCode; message: string; raw: Raw };
+type ValueResult = { ok: true; envelope: NormalizedEnvelope; text: string } | { ok: false; code: PoisonCode; message: string; raw: Raw };
 
 const fail = (code: PoisonCode, message: string, raw: Raw): ValueResult => ({ ok: false, code, message, raw });
 
@@ -273,7 +268,8 @@ function routeOf(head: Uint8Array, record: KafkaRecord, schemas: ValueSchemas): 
     return { kind: 'lookup', ref, framed: false };
   }
   if (meta !== null) return { kind: 'json' };
-  if (schemas.pinned?.framing === 'none') return schemas.pinned.schema.format === 'JSON' ? { kind: 'json' } : { kind: 'pinned', framed: false, registry: 'none' };
+  if (schemas.pinned?.framing === 'none')
+    return schemas.pinned.schema.format === 'JSON' ? { kind: 'json' } : { kind: 'pinned', framed: false, registry: 'none' };
   const framing = readFraming(head);
   if (framing.kind === 'none') return { kind: 'json' };
   if (framing.kind === 'unsupported') return { kind: 'poison', code: PoisonCodes.UNSUPPORTED_FRAMING, message: framing.message };
@@ -344,13 +340,18 @@ function readBody(
   let named: string;
   if (route.framed) {
     const framing = readFraming(bytes);
-    if (framing.kind !== 'framed') return { ok: false, result: fail(PoisonCodes.UNSUPPORTED_FRAMING, 'value framing changed while reading it', raw) };
+    if (framing.kind !== 'framed')
+      return { ok: false, result: fail(PoisonCodes.UNSUPPORTED_FRAMING, 'value framing changed while reading it', raw) };
     body = framing.body;
     if (framing.compressed) {
       try {
         body = inflateBody(body, limits.maxPayloadBytes);
       } catch (error) {
-        if (error instanceof BodyTooLargeError) return { ok: false, result: fail(PoisonCodes.PAYLOAD_TOO_LARGE, `value inflates to more than the limit of ${limits.maxPayloadBytes} bytes`, raw) };
+        if (error instanceof BodyTooLargeError)
+          return {
+            ok: false,
+            result: fail(PoisonCodes.PAYLOAD_TOO_LARGE, `value inflates to more than the limit of ${limits.maxPayloadBytes} bytes`, raw),
+          };
         return { ok: false, result: fail(PoisonCodes.SCHEMA_MISMATCH, 'value is marked zlib-compressed but does not inflate', raw) };
       }
     }
@@ -364,12 +365,23 @@ function readBody(
     named = route.ref.registry === 'confluent' ? `schema id ${route.ref.id}` : `schema version ${route.ref.versionId}`;
     const resolution = schemas.table?.get(refKey(route.ref));
     if (resolution === undefined) {
-      return { ok: false, result: fail(PoisonCodes.SCHEMA_NOT_FOUND, `value names ${named}, but the consumer declares no schema registry to read it from`, raw) };
+      return {
+        ok: false,
+        result: fail(
+          PoisonCodes.SCHEMA_NOT_FOUND,
+          `value names ${named}, but the consumer declares no schema registry to read it from`,
+          raw,
+        ),
+      };
     }
     if (!resolution.ok) {
       if (resolution.error instanceof RegistryUnavailableError) return { ok: false, unavailable: resolution.error.message };
-      if (resolution.error instanceof SchemaNotFoundError) return { ok: false, result: fail(PoisonCodes.SCHEMA_NOT_FOUND, `${resolution.error.message} (${route.ref.registry})`, raw) };
-      return { ok: false, result: fail(PoisonCodes.SCHEMA_MISMATCH, `the writer schema (${named}) does not compile: ${resolution.error.message}`, raw) };
+      if (resolution.error instanceof SchemaNotFoundError)
+        return { ok: false, result: fail(PoisonCodes.SCHEMA_NOT_FOUND, `${resolution.error.message} (${route.ref.registry})`, raw) };
+      return {
+        ok: false,
+        result: fail(PoisonCodes.SCHEMA_MISMATCH, `the writer schema (${named}) does not compile: ${resolution.error.message}`, raw),
+      };
     }
     schema = resolution.schema;
   }
@@ -377,7 +389,8 @@ function readBody(
     const out = schema.decode(body, registry, maxDepth);
     return 'json' in out ? { ok: true, json: out.json } : { ok: true, text: out.text };
   } catch (error) {
-    if (error instanceof ValueTooDeepError) return { ok: false, result: fail(PoisonCodes.JSON_TOO_DEEP, `decoded value nests deeper than ${maxDepth} levels`, raw) };
+    if (error instanceof ValueTooDeepError)
+      return { ok: false, result: fail(PoisonCodes.JSON_TOO_DEEP, `decoded value nests deeper than ${maxDepth} levels`, raw) };
     // Not the library's message: it may quote the bytes.
     return { ok: false, result: fail(PoisonCodes.SCHEMA_MISMATCH, `value does not decode as ${schema.format} with ${named}`, raw) };
   }
@@ -407,7 +420,9 @@ function decodeValue(
   let binaryRaw: Raw | null = null;
   // The common record (plain JSON, no metadata, no pinned schema) skips the routing.
   const route: ValueRoute =
-    bytes[0] === OPEN_BRACE && record.valueSchemaMetadata === undefined && schemas.pinned === undefined ? JSON_ROUTE : routeOf(bytes, record, schemas);
+    bytes[0] === OPEN_BRACE && record.valueSchemaMetadata === undefined && schemas.pinned === undefined
+      ? JSON_ROUTE
+      : routeOf(bytes, record, schemas);
   if (route.kind === 'poison') return fail(route.code, route.message, { text: value, encoding: 'base64' });
   if (route.kind === 'source-without-registry') {
     const meta = valueSchemaOf(record)!;
@@ -425,7 +440,11 @@ function decodeValue(
     if ('json' in read) {
       converted = read.json;
       if (Buffer.byteLength(converted) > limits.maxPayloadBytes) {
-        return fail(PoisonCodes.PAYLOAD_TOO_LARGE, `value decodes to ${Buffer.byteLength(converted)} bytes of JSON, over the limit of ${limits.maxPayloadBytes}`, binaryRaw);
+        return fail(
+          PoisonCodes.PAYLOAD_TOO_LARGE,
+          `value decodes to ${Buffer.byteLength(converted)} bytes of JSON, over the limit of ${limits.maxPayloadBytes}`,
+          binaryRaw,
+        );
       }
     } else {
       textBytes = read.text;

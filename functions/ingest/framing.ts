@@ -57,14 +57,20 @@ export function readFraming(bytes: Uint8Array): Framing {
   if (first >= 0x20 || first === 0x09 || first === 0x0a || first === 0x0d) return { kind: 'none' };
   if (first === CONFLUENT_MAGIC) {
     if (bytes.length < CONFLUENT_HEADER) {
-      return { kind: 'unsupported', message: `value starts with the Confluent magic byte but is ${bytes.length} bytes, shorter than its header` };
+      return {
+        kind: 'unsupported',
+        message: `value starts with the Confluent magic byte but is ${bytes.length} bytes, shorter than its header`,
+      };
     }
     const id = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).readUInt32BE(1);
     return { kind: 'framed', ref: { registry: 'confluent', id }, body: bytes.subarray(CONFLUENT_HEADER), compressed: false };
   }
   if (first === GLUE_HEADER_VERSION) {
     if (bytes.length < GLUE_HEADER) {
-      return { kind: 'unsupported', message: `value starts with the Glue header version 3 but is ${bytes.length} bytes, shorter than its header` };
+      return {
+        kind: 'unsupported',
+        message: `value starts with the Glue header version 3 but is ${bytes.length} bytes, shorter than its header`,
+      };
     }
     const compression = bytes[1]!;
     if (compression !== GLUE_COMPRESSION_NONE && compression !== GLUE_COMPRESSION_ZLIB) {
@@ -77,7 +83,10 @@ export function readFraming(bytes: Uint8Array): Framing {
       compressed: compression === GLUE_COMPRESSION_ZLIB,
     };
   }
-  return { kind: 'unsupported', message: `value starts with byte 0x${first.toString(16).padStart(2, '0')}: neither JSON, nor a Confluent (0x00) or Glue (0x03) header` };
+  return {
+    kind: 'unsupported',
+    message: `value starts with byte 0x${first.toString(16).padStart(2, '0')}: neither JSON, nor a Confluent (0x00) or Glue (0x03) header`,
+  };
 }
 
 export class BodyTooLargeError extends Error {

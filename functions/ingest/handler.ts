@@ -27,12 +27,15 @@ const wakeUp: WorkerTarget | undefined =
 
 // The stage's registry (SCHEMA_REGISTRY), else the declaration's: parsed at cold start, so a
 // malformed one fails the function's start rather than a batch.
-const registry = config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
+const registry =
+  config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
 const schemaSource =
   registry === undefined
     ? undefined
     : createSchemaSource(
-        registryFetcher(schemaRegistrySchema.parse(registry), { timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs }),
+        registryFetcher(schemaRegistrySchema.parse(registry), {
+          timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs,
+        }),
       );
 
 let ingest: ReturnType<typeof createIngestHandler> | undefined;
@@ -51,7 +54,15 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
         count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
         return response;
       }
-      ingest = createIngestHandler({ sql, consumer, config, logger, metrics, ...(wakeUp ? { wakeUp } : {}), ...(schemaSource ? { schemaSource } : {}) });
+      ingest = createIngestHandler({
+        sql,
+        consumer,
+        config,
+        logger,
+        metrics,
+        ...(wakeUp ? { wakeUp } : {}),
+        ...(schemaSource ? { schemaSource } : {}),
+      });
     }
     return await ingest(event, context);
   } finally {

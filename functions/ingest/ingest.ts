@@ -234,7 +234,10 @@ async function writeSplitting<T>(
 
 export function createIngest(deps: IngestDependencies) {
   const { sql, consumer, config, logger, metrics } = deps;
-  const limits = { maxPayloadBytes: config.maxPayloadBytes, ...(config.maxJsonDepth !== undefined ? { maxJsonDepth: config.maxJsonDepth } : {}) };
+  const limits = {
+    maxPayloadBytes: config.maxPayloadBytes,
+    ...(config.maxJsonDepth !== undefined ? { maxJsonDepth: config.maxJsonDepth } : {}),
+  };
   // Compiled once: a pinned schema that does not compile fails the function at its start, not per record.
   const pinned: ValueSchemas['pinned'] =
     consumer.valueSchema === undefined
@@ -254,12 +257,22 @@ export function createIngest(deps: IngestDependencies) {
     } catch (error) {
       const c = classifyError(error);
       count(metrics, MetricNames.WakeUpFailures, 1);
-      logger.warn('wake_up_failed', { consumerName: consumer.name, source: 'wake-up', stage: 'gate', errorCode: c.code, sqlState: c.sqlState });
+      logger.warn('wake_up_failed', {
+        consumerName: consumer.name,
+        source: 'wake-up',
+        stage: 'gate',
+        errorCode: c.code,
+        sqlState: c.sqlState,
+      });
       return 'failed';
     }
     if (slot === 'closed') return 'gate-closed';
     if (slot === 'paused') return 'paused';
-    const sent = await sendWakeUp(target, { source: 'wake-up', consumerName: consumer.name, slot: slot.slotNo, invitation }, { logger, metrics });
+    const sent = await sendWakeUp(
+      target,
+      { source: 'wake-up', consumerName: consumer.name, slot: slot.slotNo, invitation },
+      { logger, metrics },
+    );
     return sent ? 'sent' : 'failed';
   }
 
@@ -269,7 +282,13 @@ export function createIngest(deps: IngestDependencies) {
    * worker, which serializes an aggregate's rows (DESIGN.md §6.4).
    */
   async function processInline(tx: TransactionSql, rows: InboxRow[], owner: string): Promise<Outcome[]> {
-    const deferred = new Set(await deferBehindAggregate(tx, owner, rows.map((r) => r.inbox_id)));
+    const deferred = new Set(
+      await deferBehindAggregate(
+        tx,
+        owner,
+        rows.map((r) => r.inbox_id),
+      ),
+    );
     const outcomes: Outcome[] = [];
     for (const row of rows) {
       if (deferred.has(row.inbox_id)) continue;
@@ -364,7 +383,13 @@ export function createIngest(deps: IngestDependencies) {
       { strategy: 'direct', run: () => write(valid, poison, { splitting: false, inline, owner }), after: () => true },
       { strategy: 'bisect', run: () => write(ordered(), poison, { splitting: true, inline, owner }), after: isDataError },
       ...(inline
-        ? [{ strategy: 'deferred' as const, run: () => write(ordered(), poison, { splitting: true, inline: false, owner }), after: () => true }]
+        ? [
+            {
+              strategy: 'deferred' as const,
+              run: () => write(ordered(), poison, { splitting: true, inline: false, owner }),
+              after: () => true,
+            },
+          ]
         : []),
       {
         strategy: 'poison-all',
@@ -385,7 +410,12 @@ export function createIngest(deps: IngestDependencies) {
       } catch (error) {
         if (isInfrastructureError(error)) throw error;
         const c = classifyError(error);
-        logger.error('ingest store failed, stepping down', { strategy: rung.strategy, errorCode: c.code, sqlState: c.sqlState, ...serverSafe(c) });
+        logger.error('ingest store failed, stepping down', {
+          strategy: rung.strategy,
+          errorCode: c.code,
+          sqlState: c.sqlState,
+          ...serverSafe(c),
+        });
         lastError = error;
       }
     }
@@ -397,7 +427,10 @@ export function createIngest(deps: IngestDependencies) {
     const partitions = Object.entries(event.records ?? {}).filter(([, rs]) => rs.length > 0);
     const records: KafkaRecord[] = partitions.flatMap(([, rs]) => rs);
 
-    const schemas = await resolveValueSchemas(records, { ...(pinned ? { pinned } : {}), ...(deps.schemaSource ? { source: deps.schemaSource } : {}) });
+    const schemas = await resolveValueSchemas(records, {
+      ...(pinned ? { pinned } : {}),
+      ...(deps.schemaSource ? { source: deps.schemaSource } : {}),
+    });
     const valid: InboxInsert[] = [];
     const poison: PoisonInsert[] = [];
     // A partition whose record cannot be read now (registry unavailable) is handed back from
@@ -421,8 +454,15 @@ export function createIngest(deps: IngestDependencies) {
         } catch (error) {
           // A defect in decoding must not block the partition: keep the record as delivered.
           // Not the error's message: a library's may quote the value.
-          logger.error('record decoding threw', { topic: record.topic, partition: record.partition, offset: record.offset, error: (error as Error)?.name ?? 'unknown' });
-          stored.push({ poison: undecodedPoison(record, PoisonCodes.INGEST_FAILED, 'decoding the record failed unexpectedly; see the ingest log') });
+          logger.error('record decoding threw', {
+            topic: record.topic,
+            partition: record.partition,
+            offset: record.offset,
+            error: (error as Error)?.name ?? 'unknown',
+          });
+          stored.push({
+            poison: undecodedPoison(record, PoisonCodes.INGEST_FAILED, 'decoding the record failed unexpectedly; see the ingest log'),
+          });
         }
       }
       const held = handedBack.find((h) => h.itemIdentifier.partition === partition)?.itemIdentifier.offset;

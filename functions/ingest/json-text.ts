@@ -92,7 +92,8 @@ export class ValueTooDeepError extends Error {
   }
 }
 
-type Frame = { kind: 'array'; items: readonly unknown[]; next: number } | { kind: 'object'; entries: Array<[string, unknown]>; next: number };
+type Frame =
+  { kind: 'array'; items: readonly unknown[]; next: number } | { kind: 'object'; entries: Array<[string, unknown]>; next: number };
 
 /**
  * One scalar as JSON text, or null when `value` is an object or array to open.
@@ -115,7 +116,8 @@ function scalar(value: unknown): string | null {
       return 'null';
     case 'object':
       if (value === null) return 'null';
-      if (value instanceof Uint8Array) return JSON.stringify(Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'));
+      if (value instanceof Uint8Array)
+        return JSON.stringify(Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64'));
       if (isLong(value)) return String(value);
       return null;
     default:

@@ -35,7 +35,8 @@ export class RegistryUnavailableError extends Error {
 /** Fetches one writer schema; throws SchemaNotFoundError or RegistryUnavailableError. */
 export type SchemaFetcher = (ref: SchemaRef) => Promise<SchemaDefinition>;
 
-export type Resolution = { ok: true; schema: CompiledSchema } | { ok: false; error: SchemaNotFoundError | RegistryUnavailableError | SchemaCompileError };
+export type Resolution =
+  { ok: true; schema: CompiledSchema } | { ok: false; error: SchemaNotFoundError | RegistryUnavailableError | SchemaCompileError };
 
 /** Resolved writer schemas for one batch, by refKey. */
 export type SchemaTable = ReadonlyMap<string, Resolution>;
@@ -60,7 +61,8 @@ export function createSchemaSource(fetcher: SchemaFetcher): SchemaSource {
       // Only a schema that does not compile is kept as it failed: an id the registry lacks
       // today may be restored, and an outage ends.
       if (!(error instanceof SchemaCompileError)) cache.delete(key);
-      const known = error instanceof SchemaNotFoundError || error instanceof RegistryUnavailableError || error instanceof SchemaCompileError;
+      const known =
+        error instanceof SchemaNotFoundError || error instanceof RegistryUnavailableError || error instanceof SchemaCompileError;
       return { ok: false, error: known ? error : new RegistryUnavailableError('the schema lookup failed unexpectedly', { cause: error }) };
     }
   };
@@ -107,7 +109,8 @@ export function confluentFetcher(options: ConfluentOptions): SchemaFetcher {
       throw new RegistryUnavailableError('the Confluent registry answered something other than JSON', { cause: error });
     }
     const format = (typeof body.schemaType === 'string' ? body.schemaType.toUpperCase() : 'AVRO') as SchemaFormat;
-    if (typeof body.schema !== 'string' || !FORMATS.has(format)) throw new RegistryUnavailableError('the Confluent registry answered without a schema');
+    if (typeof body.schema !== 'string' || !FORMATS.has(format))
+      throw new RegistryUnavailableError('the Confluent registry answered without a schema');
     return { format, definition: body.schema };
   };
 }
@@ -134,7 +137,10 @@ export function glueFetcher(client: Pick<GlueClient, 'send'>): SchemaFetcher {
 }
 
 /** The credentials in a Confluent registry's Secrets Manager secret (`{"username", "password"}`), read once. */
-export function secretCredentials(client: Pick<SecretsManagerClient, 'send'>, secretArn: string): () => Promise<{ username: string; password: string }> {
+export function secretCredentials(
+  client: Pick<SecretsManagerClient, 'send'>,
+  secretArn: string,
+): () => Promise<{ username: string; password: string }> {
   let pending: Promise<{ username: string; password: string }> | undefined;
   return () => {
     pending ??= (async () => {

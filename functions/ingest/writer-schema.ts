@@ -118,13 +118,13 @@ class DecimalType extends ReadOnlyLogicalType {
 }
 
 const LOGICAL_TYPES = {
-    'timestamp-millis': TimestampMillis,
-    'timestamp-micros': TimestampMicros,
-    'local-timestamp-millis': TimestampMillis,
-    'local-timestamp-micros': TimestampMicros,
-    date: DateType,
-    uuid: UuidType,
-    decimal: DecimalType,
+  'timestamp-millis': TimestampMillis,
+  'timestamp-micros': TimestampMicros,
+  'local-timestamp-millis': TimestampMillis,
+  'local-timestamp-micros': TimestampMicros,
+  date: DateType,
+  uuid: UuidType,
+  decimal: DecimalType,
 };
 
 /**
@@ -186,7 +186,13 @@ protobuf.wrappers['.google.protobuf.Timestamp'] = {
   },
 };
 
-const WELL_KNOWN = ['google/protobuf/timestamp.proto', 'google/protobuf/duration.proto', 'google/protobuf/wrappers.proto', 'google/protobuf/struct.proto', 'google/protobuf/empty.proto'];
+const WELL_KNOWN = [
+  'google/protobuf/timestamp.proto',
+  'google/protobuf/duration.proto',
+  'google/protobuf/wrappers.proto',
+  'google/protobuf/struct.proto',
+  'google/protobuf/empty.proto',
+];
 
 const TO_OBJECT: protobuf.IConversionOptions = { enums: String, defaults: true, arrays: true, objects: true, oneofs: false };
 
@@ -197,13 +203,16 @@ function compileProtobuf(definition: string): CompiledSchema {
     const parsed = protobuf.parse(definition, root, { keepCase: true });
     for (const name of parsed.imports ?? []) {
       const common = protobuf.common.get(name);
-      if (!WELL_KNOWN.includes(name) || common === null) throw new SchemaCompileError(`the .proto imports ${name}, which is not a well-known type`);
+      if (!WELL_KNOWN.includes(name) || common === null)
+        throw new SchemaCompileError(`the .proto imports ${name}, which is not a well-known type`);
       root.addJSON(common.nested!);
     }
     root.resolveAll();
     // The messages declared at the top of the file, in order: what message indexes count.
     const pkg = parsed.package === undefined ? root : root.lookup(parsed.package);
-    messages = (pkg as protobuf.Namespace).nestedArray.filter((n): n is protobuf.Type => n instanceof protobuf.Type && !n.fullName.startsWith('.google.protobuf.'));
+    messages = (pkg as protobuf.Namespace).nestedArray.filter(
+      (n): n is protobuf.Type => n instanceof protobuf.Type && !n.fullName.startsWith('.google.protobuf.'),
+    );
   } catch (error) {
     if (error instanceof SchemaCompileError) throw error;
     throw new SchemaCompileError('the Protobuf schema does not parse', { cause: error });

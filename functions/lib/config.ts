@@ -116,14 +116,22 @@ const schema = z
      * functions in AWS): every new connection signs a fresh token; no password exists.
      * Needs DB_HOST, DB_NAME and AWS_REGION.
      */
-    DB_IAM_USER: z.string().trim().regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a database role name').optional(),
+    DB_IAM_USER: z
+      .string()
+      .trim()
+      .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a database role name')
+      .optional(),
     /** The database host for DB_IAM_USER (cluster or RDS Proxy endpoint); overrides the secret's host. */
     DB_HOST: z.string().trim().min(1).optional(),
     DB_PORT: integer(1, 65_535).optional(),
     /** The database name for DB_IAM_USER. */
     DB_NAME: z.string().trim().min(1).optional(),
     /** Set by Lambda: the region IAM database tokens and MSK IAM tokens are signed for. */
-    AWS_REGION: z.string().trim().regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1').optional(),
+    AWS_REGION: z
+      .string()
+      .trim()
+      .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1')
+      .optional(),
     /** 'require' outside localhost by default; 'disable' for local servers; IAM authentication: 'verify-full', always. */
     DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
     /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
@@ -195,7 +203,12 @@ const schema = z
     KAFKA_BROKERS: z
       .string()
       .trim()
-      .transform((v) => v.split(',').map((b) => b.trim()).filter((b) => b.length > 0))
+      .transform((v) =>
+        v
+          .split(',')
+          .map((b) => b.trim())
+          .filter((b) => b.length > 0),
+      )
       .pipe(z.array(z.string().regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, 'must be host:port')).min(1))
       .optional(),
     KAFKA_CLIENT_ID: z.string().trim().min(1).max(255).default(DEFAULTS.kafkaClientId),
@@ -219,7 +232,11 @@ const schema = z
      * consumer, written by its stack, naming its worker schedule and function and its ingest
      * mappings (functions/ops/consumer-directory.ts). The explicit maps above win over it.
      */
-    CONSUMER_DIRECTORY: z.string().trim().regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /').optional(),
+    CONSUMER_DIRECTORY: z
+      .string()
+      .trim()
+      .regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /')
+      .optional(),
     /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
     OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
     /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
@@ -240,10 +257,18 @@ const schema = z
   .superRefine((env, ctx) => {
     const sources = (['DATABASE_URL', 'DB_SECRET_ARN', 'DB_IAM_USER'] as const).filter((k) => env[k] !== undefined);
     if (sources.length === 0) {
-      ctx.addIssue({ code: 'custom', path: ['DATABASE_URL'], message: 'set DATABASE_URL (local), DB_IAM_USER (AWS) or DB_SECRET_ARN (AWS, migrations)' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['DATABASE_URL'],
+        message: 'set DATABASE_URL (local), DB_IAM_USER (AWS) or DB_SECRET_ARN (AWS, migrations)',
+      });
     }
     if (sources.length > 1) {
-      ctx.addIssue({ code: 'custom', path: [sources[1]!], message: `set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not ${sources.join(' and ')}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: [sources[1]!],
+        message: `set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not ${sources.join(' and ')}`,
+      });
     }
     if (env.DB_IAM_USER !== undefined) {
       for (const k of ['DB_HOST', 'DB_NAME', 'AWS_REGION'] as const) {
@@ -365,7 +390,9 @@ export function parseConfig(env: Env): Config {
     ...(e.CONSUMER_NAME !== undefined ? { consumerName: e.CONSUMER_NAME } : {}),
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
     maxJsonDepth: e.MAX_JSON_DEPTH,
-    ...(e.SCHEMA_REGISTRY !== undefined ? { schemaRegistry: { declaration: e.SCHEMA_REGISTRY, timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS } } : {}),
+    ...(e.SCHEMA_REGISTRY !== undefined
+      ? { schemaRegistry: { declaration: e.SCHEMA_REGISTRY, timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS } }
+      : {}),
     worker: {
       batchSize: e.WORKER_BATCH_SIZE,
       safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS,

@@ -64,7 +64,9 @@ const MAX_ROLE_NAME = 63;
 export function consumerRole(kind: ConsumerRoleKind, consumerName: string): ConsumerRole {
   const role = `${DatabaseRoles[kind]}_${consumerName.replace(/-/g, '_')}` as const;
   if (!/^[a-z_][a-z0-9_]*$/.test(role) || role.length > MAX_ROLE_NAME) {
-    throw new Error(`consumer "${consumerName}" gives the database role "${role}": a role name is at most ${MAX_ROLE_NAME} of a-z, 0-9 and _`);
+    throw new Error(
+      `consumer "${consumerName}" gives the database role "${role}": a role name is at most ${MAX_ROLE_NAME} of a-z, 0-9 and _`,
+    );
   }
   return role;
 }
@@ -90,7 +92,12 @@ export function consumerRolesOf(
   consumers: readonly { name: string; mode: Mode }[],
 ): { role: ConsumerRole; kind: ConsumerRoleKind; consumerName: string; groups: KindRole[] }[] {
   return consumers.flatMap((c) =>
-    (['ingest', 'worker'] as const).map((kind) => ({ role: consumerRole(kind, c.name), kind, consumerName: c.name, groups: groupsOf(kind, c) })),
+    (['ingest', 'worker'] as const).map((kind) => ({
+      role: consumerRole(kind, c.name),
+      kind,
+      consumerName: c.name,
+      groups: groupsOf(kind, c),
+    })),
   );
 }
 

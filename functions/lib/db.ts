@@ -107,9 +107,7 @@ function baseOptions(config: DatabaseConfig): postgres.Options<{}> {
     connection: {
       application_name: 'kafka-inbox',
       ...(config.statementTimeoutMs > 0 ? { statement_timeout: config.statementTimeoutMs } : {}),
-      ...(config.idleInTransactionTimeoutMs > 0
-        ? { idle_in_transaction_session_timeout: config.idleInTransactionTimeoutMs }
-        : {}),
+      ...(config.idleInTransactionTimeoutMs > 0 ? { idle_in_transaction_session_timeout: config.idleInTransactionTimeoutMs } : {}),
     },
     types: TYPES,
   };

@@ -102,11 +102,7 @@ export interface MigrateResult {
 }
 
 /** Apply every pending migration. Throws MigrationError; files applied before a failure stay applied. */
-export async function migrate(
-  sql: Sql,
-  migrations: Migration[],
-  log: (message: string) => void = () => {},
-): Promise<MigrateResult> {
+export async function migrate(sql: Sql, migrations: Migration[], log: (message: string) => void = () => {}): Promise<MigrateResult> {
   await ensureTable(sql);
   verify(await appliedMigrations(sql), migrations);
 

@@ -31,7 +31,12 @@ export async function handler(): Promise<MigrateResult> {
     logger.info('migrating', { files: migrations.length });
     const result = await migrate(sql, migrations, (message) => logger.info(message));
     const roles = await provisionConsumerRoles(sql, CONSUMERS);
-    logger.info('migrated', { applied: result.applied.length, alreadyApplied: result.alreadyApplied, consumerRoles: roles.roles.length, retiredRoles: roles.retired });
+    logger.info('migrated', {
+      applied: result.applied.length,
+      alreadyApplied: result.alreadyApplied,
+      consumerRoles: roles.roles.length,
+      retiredRoles: roles.retired,
+    });
     return result;
   } finally {
     await sql.end({ timeout: 5 });

@@ -69,7 +69,12 @@ export function parseArgv(argv: readonly string[]): ParsedArgs {
     }
     if (key === 'id' || key === 'ids') {
       if (value === true) throw bad(`--${key} needs a value`);
-      ids.push(...value.split(',').map((v) => v.trim()).filter((v) => v !== ''));
+      ids.push(
+        ...value
+          .split(',')
+          .map((v) => v.trim())
+          .filter((v) => v !== ''),
+      );
       continue;
     }
     if (key in args) throw bad(`--${token.slice(2).split('=')[0]} given twice`);
@@ -154,7 +159,11 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );
-    io.stdout(json ? JSON.stringify({ ok: true, command: parsed.command, result }, null, 2) : commandOf(parsed.command as CommandName).format(result));
+    io.stdout(
+      json
+        ? JSON.stringify({ ok: true, command: parsed.command, result }, null, 2)
+        : commandOf(parsed.command as CommandName).format(result),
+    );
     return 0;
   } catch (error) {
     if (error instanceof OpsError) {

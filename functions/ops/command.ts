@@ -52,7 +52,6 @@ export interface Invocation {
   requestId?: string | undefined;
 }
 
-
 export interface OpsCommand<S extends z.ZodType, R> {
   /** The command's lines in `--help`: its synopsis, then what it does. */
   usage: string;

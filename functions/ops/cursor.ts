@@ -13,9 +13,12 @@ export function decodeCursor(cursor: string | undefined): { at: string; id: stri
   try {
     const v = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8')) as unknown;
     if (
-      typeof v === 'object' && v !== null &&
-      typeof (v as { at?: unknown }).at === 'string' && !Number.isNaN(Date.parse((v as { at: string }).at)) &&
-      typeof (v as { id?: unknown }).id === 'string' && /^[0-9a-f-]{36}$/i.test((v as { id: string }).id)
+      typeof v === 'object' &&
+      v !== null &&
+      typeof (v as { at?: unknown }).at === 'string' &&
+      !Number.isNaN(Date.parse((v as { at: string }).at)) &&
+      typeof (v as { id?: unknown }).id === 'string' &&
+      /^[0-9a-f-]{36}$/i.test((v as { id: string }).id)
     ) {
       return { at: (v as { at: string }).at, id: (v as { id: string }).id };
     }

@@ -19,7 +19,11 @@ export function table<T extends object>(rows: readonly T[], columns: readonly Co
   if (rows.length === 0) return '(none)';
   const cells = rows.map((r) => columns.map(([, f]) => cell(f(r))));
   const widths = columns.map(([h], i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (values: readonly string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+  const line = (values: readonly string[]) =>
+    values
+      .map((v, i) => v.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd();
   return [line(columns.map(([h]) => h)), line(widths.map((w) => '-'.repeat(w))), ...cells.map(line)].join('\n');
 }
 
@@ -52,7 +56,10 @@ export function nextPage(cursor: string | null): string {
 /** The ids a command did not take, and why ('' when none). */
 export function formatSkipped(skipped: unknown): string {
   if (!Array.isArray(skipped) || skipped.length === 0) return '';
-  return `skipped:\n${table(skipped as Row[], [['inbox id', get('inboxId')], ['why', get('reason')]])}`;
+  return `skipped:\n${table(skipped as Row[], [
+    ['inbox id', get('inboxId')],
+    ['why', get('reason')],
+  ])}`;
 }
 
 export function skippedLines(skipped: unknown): string {

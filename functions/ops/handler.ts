@@ -22,7 +22,4 @@ const scheduler = new SchedulerClient({});
 const lambda = new LambdaClient({});
 const ssm = new SSMClient({});
 
-export const handler = createOpsHandler(
-  async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, config }),
-  logger,
-);
+export const handler = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, config }), logger);

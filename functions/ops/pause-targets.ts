@@ -107,8 +107,7 @@ void everyCarriedFieldIsUpdatable;
  * timezone, dates, KMS key, description, action after completion…), with State changed.
  */
 export function updateInputFrom(current: GetScheduleCommandOutput, state: 'ENABLED' | 'DISABLED'): UpdateScheduleCommandInput {
-  const { Arn: _arn, CreationDate: _created, LastModificationDate: _modified, State: _state, $metadata: _meta, ...carried } =
-    current;
+  const { Arn: _arn, CreationDate: _created, LastModificationDate: _modified, State: _state, $metadata: _meta, ...carried } = current;
   const { Name, ScheduleExpression, Target, FlexibleTimeWindow } = carried;
   if (Name === undefined || ScheduleExpression === undefined || Target === undefined || FlexibleTimeWindow === undefined) {
     throw new Error('GetSchedule returned a schedule without Name, ScheduleExpression, Target or FlexibleTimeWindow');
@@ -130,7 +129,8 @@ interface ConsumerTargets {
 
 async function targetsOf(deps: OpsDeps, consumer: string): Promise<ConsumerTargets> {
   const { scheduler, ingestMappings, workerFunctions, consumerDirectory } = deps.config;
-  const explicit = scheduler.workerSchedules[consumer] !== undefined || ingestMappings[consumer] !== undefined || workerFunctions[consumer] !== undefined;
+  const explicit =
+    scheduler.workerSchedules[consumer] !== undefined || ingestMappings[consumer] !== undefined || workerFunctions[consumer] !== undefined;
   if (explicit || consumerDirectory === undefined || deps.ssm === undefined) {
     return {
       workerSchedule: scheduler.workerSchedules[consumer],
@@ -222,7 +222,13 @@ interface Recorded {
 }
 
 /** The audit row and the pause rows, in one transaction. */
-async function recordSwitch(deps: OpsDeps, entry: OperatorActionEntry, consumer: string, pauses: readonly PauseTarget[], lifts: readonly PauseTarget[]): Promise<Recorded> {
+async function recordSwitch(
+  deps: OpsDeps,
+  entry: OperatorActionEntry,
+  consumer: string,
+  pauses: readonly PauseTarget[],
+  lifts: readonly PauseTarget[],
+): Promise<Recorded> {
   return deps.sql.begin(async (tx) => {
     const audit = await recordOperatorAction(tx, entry);
     if (pauses.length > 0) {
@@ -230,7 +236,11 @@ async function recordSwitch(deps: OpsDeps, entry: OperatorActionEntry, consumer:
     }
     if (lifts.length > 0) await liftPause(tx, consumer, lifts);
     const paused = await tx<PauseRow[]>`select * from integration.consumer_pause where consumer_name = ${consumer} order by target`;
-    return { auditId: audit.audit_id, paused: [...paused], ...(entry.action === 'pause' ? { inFlight: await countInFlight(tx, consumer) } : {}) };
+    return {
+      auditId: audit.audit_id,
+      paused: [...paused],
+      ...(entry.action === 'pause' ? { inFlight: await countInFlight(tx, consumer) } : {}),
+    };
   });
 }
 
@@ -240,7 +250,11 @@ async function wakeAfterResume(deps: OpsDeps, consumer: string, targets: Consume
   if (functionName === undefined) return 'not-configured';
   try {
     await deps.lambda.send(
-      new InvokeCommand({ FunctionName: functionName, InvocationType: 'Event', Payload: Buffer.from(JSON.stringify({ source: 'resume' })) }),
+      new InvokeCommand({
+        FunctionName: functionName,
+        InvocationType: 'Event',
+        Payload: Buffer.from(JSON.stringify({ source: 'resume' })),
+      }),
     );
     return 'sent';
   } catch (error) {
@@ -288,13 +302,20 @@ export async function switchConsumer(deps: OpsDeps, args: PauseArgs, inv: Invoca
   let recorded: Recorded | undefined;
   let databaseError: unknown;
   try {
-    recorded = await recordSwitch(deps, entry, consumer, action === 'pause' ? databaseTargets : [], action === 'resume' ? databaseTargets : []);
+    recorded = await recordSwitch(
+      deps,
+      entry,
+      consumer,
+      action === 'pause' ? databaseTargets : [],
+      action === 'resume' ? databaseTargets : [],
+    );
   } catch (error) {
     databaseError = error;
     deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
   }
   const workerPaused = recorded?.paused.some((p) => p.target === 'worker');
-  const wakeUp = action === 'resume' && worker && recorded !== undefined && !workerPaused ? await wakeAfterResume(deps, consumer, found) : undefined;
+  const wakeUp =
+    action === 'resume' && worker && recorded !== undefined && !workerPaused ? await wakeAfterResume(deps, consumer, found) : undefined;
   const result: PauseResult = {
     consumer,
     action,
@@ -304,7 +325,14 @@ export async function switchConsumer(deps: OpsDeps, args: PauseArgs, inv: Invoca
     ...(wakeUp !== undefined ? { wakeUp } : {}),
     auditId: recorded?.auditId ?? null,
   };
-  deps.logger?.info(`ops_${action}`, { consumer, targets, actor, reason: args.reason, auditId: result.auditId, failed: failure !== undefined });
+  deps.logger?.info(`ops_${action}`, {
+    consumer,
+    targets,
+    actor,
+    reason: args.reason,
+    auditId: result.auditId,
+    failed: failure !== undefined,
+  });
 
   const problems: string[] = [];
   if (failure !== undefined) problems.push(`an AWS call failed (${describeError(failure)})`);
@@ -337,7 +365,8 @@ export function formatPause(r: PauseResult): string {
     if (r.paused.length === 0) lines.push(`${r.consumer}: not paused`);
     for (const p of r.paused) lines.push(`${r.consumer}: ${describePause(p)}`);
   }
-  if (r.inFlight !== undefined && r.inFlight > 0) lines.push(`${r.inFlight} row(s) claimed before the pause finish; nothing more is claimed`);
+  if (r.inFlight !== undefined && r.inFlight > 0)
+    lines.push(`${r.inFlight} row(s) claimed before the pause finish; nothing more is claimed`);
   if (r.wakeUp === 'sent') lines.push('worker woken');
   else if (r.wakeUp !== undefined) lines.push(`worker not woken (${r.wakeUp}); the schedule starts one within a minute`);
   lines.push(auditLine(r.auditId));

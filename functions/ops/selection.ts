@@ -128,10 +128,7 @@ export type Skipped = Awaited<ReturnType<typeof skippedIds>>;
  */
 export async function dryRunOn(deps: OpsDeps, action: 'replay' | 'resolve', args: ActionArgs, inv: Invocation) {
   const selection = selectionOf(deps, args);
-  const [matched, rows] = await Promise.all([
-    countQuarantined(deps.sql, selection),
-    previewQuarantined(deps.sql, selection, args.limit),
-  ]);
+  const [matched, rows] = await Promise.all([countQuarantined(deps.sql, selection), previewQuarantined(deps.sql, selection, args.limit)]);
   const skipped = await skippedIds(deps, selection, rows);
   if (matched === 0) {
     throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });
@@ -170,7 +167,14 @@ export async function runOn(
   }
   const actor = actorOf(args, inv);
   const source = inv.source;
-  const result = await move(deps.sql, { selection, limit: args.limit, actor, reason: args.reason, source, requestId: inv.requestId ?? null });
+  const result = await move(deps.sql, {
+    selection,
+    limit: args.limit,
+    actor,
+    reason: args.reason,
+    source,
+    requestId: inv.requestId ?? null,
+  });
   const skipped = await skippedIds(deps, selection, result.rows);
   if (result.audit === null) {
     throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });

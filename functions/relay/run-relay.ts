@@ -126,7 +126,13 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
       } catch (error) {
         const [head, ...behind] = stretch;
         delaySeconds = relayBackoffSeconds(backoffSeconds, head!.attempt_count + 1, deps.random);
-        outcomes.push({ outboxSeq: head!.outbox_seq, outcome: 'refused', delaySeconds, errorCode: PUBLISH_REFUSED, errorMessage: errorText(error) });
+        outcomes.push({
+          outboxSeq: head!.outbox_seq,
+          outcome: 'refused',
+          delaySeconds,
+          errorCode: PUBLISH_REFUSED,
+          errorMessage: errorText(error),
+        });
         outcomes.push(...behind.map((r) => ({ outboxSeq: r.outbox_seq, outcome: 'returned' as const })));
         refused = { row: head!, errorCode: error instanceof Error ? error.name : 'Error' };
         stopped = 'refused';
@@ -146,7 +152,12 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
     for (;;) {
       const left = deps.remainingMs();
       if (left <= safetyMarginMs) break;
-      const claim = await claimOutbox(sql, { owner, limit: batchSize, runLimit: runLength, leaseSeconds: Math.min(leaseSeconds, left / 1000) });
+      const claim = await claimOutbox(sql, {
+        owner,
+        limit: batchSize,
+        runLimit: runLength,
+        leaseSeconds: Math.min(leaseSeconds, left / 1000),
+      });
       if (claim.rows.length === 0) {
         // Lanes whose head turned out to be backing off were put right; others may be due.
         if (claim.deferredLanes > 0 && ++emptyClaims < MAX_EMPTY_CLAIMS) continue;
@@ -159,7 +170,14 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
       const outcomes = lanes.flatMap((l) => l.outcomes);
       const changed = new Set(
         await sql.begin(async (tx) => {
-          const [seqs] = await Promise.all([completeOutbox(tx, owner, outcomes), releaseOutboxLanes(tx, owner, lanes.map((l) => l.release))]);
+          const [seqs] = await Promise.all([
+            completeOutbox(tx, owner, outcomes),
+            releaseOutboxLanes(
+              tx,
+              owner,
+              lanes.map((l) => l.release),
+            ),
+          ]);
           return seqs;
         }),
       );
@@ -199,7 +217,11 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
     }
 
     // Gauges first: the alarms read them every minute; retention can wait for the next run.
-    if (hasTime()) result.gauges = await readOutboxGauges(sql, emitting.map((c) => c.name));
+    if (hasTime())
+      result.gauges = await readOutboxGauges(
+        sql,
+        emitting.map((c) => c.name),
+      );
     for (const consumer of emitting) {
       const days = consumer.retention.publishedOutboxDays ?? DEFAULT_RETENTION.publishedOutboxDays!;
       for (;;) {

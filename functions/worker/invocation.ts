@@ -125,7 +125,12 @@ export function createWorkerInvocation(deps: InvocationDependencies) {
       if (isInvited(event)) {
         await dropInvitation(sql, { consumerName: consumer.name, slotNo: event.slot, invitation: event.invitation });
       }
-      logger.info('worker_paused', { consumerName: consumer.name, source: event.source, pausedBy: pause.paused_by, pausedAt: pause.paused_at });
+      logger.info('worker_paused', {
+        consumerName: consumer.name,
+        source: event.source,
+        pausedBy: pause.paused_by,
+        pausedAt: pause.paused_at,
+      });
       return { ...NOTHING, stoppedBy: 'paused', slot: null };
     }
     if (!slotsReady) {
@@ -150,14 +155,20 @@ export function createWorkerInvocation(deps: InvocationDependencies) {
     let handedOver = false;
 
     const leave = async (mode: LeaveMode, invitation?: string) => {
-      const outcome = await leaveSlot(sql, { ...slot, mode, ...(invitation ? { invitation, graceSeconds: INVITATION_GRACE_SECONDS } : {}) });
+      const outcome = await leaveSlot(sql, {
+        ...slot,
+        mode,
+        ...(invitation ? { invitation, graceSeconds: INVITATION_GRACE_SECONDS } : {}),
+      });
       if (outcome !== 'stayed') holding = false;
       return outcome;
     };
 
     const wake = async (invitations: readonly { slotNo: number; invitation: string }[], source: InvitedEvent['source']) => {
       const sent = await Promise.all(
-        invitations.map((i) => sendWakeUp(self!, { source, consumerName: consumer.name, slot: i.slotNo, invitation: i.invitation }, { logger, metrics })),
+        invitations.map((i) =>
+          sendWakeUp(self!, { source, consumerName: consumer.name, slot: i.slotNo, invitation: i.invitation }, { logger, metrics }),
+        ),
       );
       return sent.filter(Boolean).length;
     };
@@ -191,7 +202,13 @@ export function createWorkerInvocation(deps: InvocationDependencies) {
       } catch (error) {
         const c = classifyError(error);
         count(metrics, MetricNames.WakeUpFailures, 1);
-        logger.warn('wake_up_failed', { consumerName: consumer.name, source: 'fan-out', stage: 'gate', errorCode: c.code, sqlState: c.sqlState });
+        logger.warn('wake_up_failed', {
+          consumerName: consumer.name,
+          source: 'fan-out',
+          stage: 'gate',
+          errorCode: c.code,
+          sqlState: c.sqlState,
+        });
       }
     };
 

@@ -134,7 +134,10 @@ function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
  * all of them), every other event on its own. The rows of a stage are of different
  * aggregates, so the units are independent of each other.
  */
-function units(consumer: ConsumerDeclaration, stage: readonly Runnable[]): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
+function units(
+  consumer: ConsumerDeclaration,
+  stage: readonly Runnable[],
+): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
   const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
   const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
   for (const r of stage) {
@@ -147,7 +150,16 @@ function units(consumer: ConsumerDeclaration, stage: readonly Runnable[]): { row
     }
   }
   for (const [handler, group] of grouped) {
-    out.push({ rows: group.map((g) => g.row), run: (tx) => runBatch(consumer, handler, tx, group.map((g) => g.event)) });
+    out.push({
+      rows: group.map((g) => g.row),
+      run: (tx) =>
+        runBatch(
+          consumer,
+          handler,
+          tx,
+          group.map((g) => g.event),
+        ),
+    });
   }
   return out;
 }
@@ -245,7 +257,11 @@ function holdOf(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefin
 export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[]): Promise<BatchReport> {
   return ctx.sql.begin(async (tx) => {
     const all = lanes.flatMap((l) => [...l.rows, ...l.rest]);
-    const owned = await lockOwnedRows(tx, ctx.owner, all.map((r) => r.inbox_id));
+    const owned = await lockOwnedRows(
+      tx,
+      ctx.owner,
+      all.map((r) => r.inbox_id),
+    );
     const lost = all.filter((r) => !owned.has(r.inbox_id));
 
     // A lane whose rows were taken over is no longer this worker's: leave all of it alone.
@@ -272,7 +288,11 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
               if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
             } else {
               const { row } = step.runnable;
-              lane.results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: durations.get(row.inbox_id) ?? 0 });
+              lane.results.push({
+                row,
+                outcome: { inboxId: row.inbox_id, status: 'PROCESSED' },
+                durationMs: durations.get(row.inbox_id) ?? 0,
+              });
             }
           }
           laneResults.push(lane);
@@ -335,14 +355,28 @@ export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[
  */
 export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], error: unknown): Promise<BatchReport> {
   return ctx.sql.begin(async (tx) => {
-    const heads = lanes.filter((l) => l.rows.length > 0).map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
+    const heads = lanes
+      .filter((l) => l.rows.length > 0)
+      .map((lane) => ({ lane, row: lane.rows[0]!, outcome: failedOutcome(ctx, lane.rows[0]!, error) }));
     const behind = lanes.flatMap((l) => [...l.rows.slice(1), ...l.rest]);
     const holds = heads.flatMap(({ lane, outcome }) => holdOf(ctx, lane, outcome) ?? []);
     const held = new Set(holds.map((h) => h.heldBy));
     const [changed, released] = await Promise.all([
-      completeRows(tx, ctx.owner, heads.map((h) => h.outcome)),
-      releaseClaimed(tx, ctx.owner, behind.map((r) => r.inbox_id)),
-      wakeLanes(tx, ctx.consumer.name, heads.filter((h) => !held.has(h.row.inbox_id)).map((h) => h.lane)),
+      completeRows(
+        tx,
+        ctx.owner,
+        heads.map((h) => h.outcome),
+      ),
+      releaseClaimed(
+        tx,
+        ctx.owner,
+        behind.map((r) => r.inbox_id),
+      ),
+      wakeLanes(
+        tx,
+        ctx.consumer.name,
+        heads.filter((h) => !held.has(h.row.inbox_id)).map((h) => h.lane),
+      ),
       holdLanes(tx, ctx.consumer.name, holds),
     ]);
     const applied = new Set(changed);
@@ -365,5 +399,9 @@ export async function failBatch(ctx: BatchContext, lanes: readonly BatchLane[], 
  */
 export async function handBackLost(ctx: BatchContext, rows: readonly ClaimedRow[]): Promise<void> {
   if (rows.length === 0) return;
-  await releaseClaimed(ctx.sql, ctx.owner, rows.map((r) => r.inbox_id));
+  await releaseClaimed(
+    ctx.sql,
+    ctx.owner,
+    rows.map((r) => r.inbox_id),
+  );
 }

@@ -17,7 +17,16 @@ import type { Sql } from '../lib/db';
 import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
-import { failBatch, handBackLost, lanesOf, processBatch, type BatchContext, type BatchLane, type BatchReport, type RowResult } from './process-batch';
+import {
+  failBatch,
+  handBackLost,
+  lanesOf,
+  processBatch,
+  type BatchContext,
+  type BatchLane,
+  type BatchReport,
+  type RowResult,
+} from './process-batch';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -141,7 +150,16 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     ...(deps.random ? { random: deps.random } : {}),
   };
   const lost: ClaimedRow[] = [];
-  const result: WorkerResult = { claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0, stoppedBy: 'drained' };
+  const result: WorkerResult = {
+    claimed: 0,
+    processed: 0,
+    retried: 0,
+    quarantined: 0,
+    ignored: 0,
+    released: 0,
+    lost: 0,
+    stoppedBy: 'drained',
+  };
   const { awake } = deps;
   const sleep = awake?.sleep ?? defaultSleep;
   let totalLanes = 0;
@@ -167,7 +185,11 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
         // and the reaper returns them and their lanes, their attempt already counted by
         // the claim. The invocation fails, so the outage is visible rather than a quiet
         // empty run.
-        throw new RetryableError(ErrorCodes.DB_CONNECTION, 'database connection lost during a batch; its rows return when their leases expire', { cause: error });
+        throw new RetryableError(
+          ErrorCodes.DB_CONNECTION,
+          'database connection lost during a batch; its rows return when their leases expire',
+          { cause: error },
+        );
       }
       if (!c.retryable && rows > 1) {
         // Refused for its data as a whole (a deferred constraint at COMMIT): nothing says

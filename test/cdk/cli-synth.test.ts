@@ -40,7 +40,10 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
   }
 }
 
-const templatesIn = (outdir: string) => readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
+const templatesIn = (outdir: string) =>
+  readdirSync(outdir)
+    .filter((f) => f.endsWith('.template.json'))
+    .sort();
 /** A stage of the shipped consumers: the stateful and platform stacks, and the consumer stack "main". */
 const stageTemplates = (stage: string) => ['consumers-main', 'stateful', 'stateless'].map((s) => `KafkaInbox-${stage}-${s}.template.json`);
 
@@ -90,7 +93,9 @@ it.each(STAGES.filter((stage) => stage !== 'dev' && stage !== 'example-schema-re
 it('shows in the README only stages that cdk.json has, exactly as cdk.json has them', () => {
   const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
   // A stage in the README is a JSON block "<name>": { … } whose value has msk (which every stage must set).
-  const blocks = [...readme.matchAll(/```json\n("[A-Za-z0-9-]+": \{[\s\S]*?\n\})\n```/g)].map((m) => JSON.parse(`{${m[1]!}}`) as Record<string, Record<string, unknown>>);
+  const blocks = [...readme.matchAll(/```json\n("[A-Za-z0-9-]+": \{[\s\S]*?\n\})\n```/g)].map(
+    (m) => JSON.parse(`{${m[1]!}}`) as Record<string, Record<string, unknown>>,
+  );
   const shown = blocks.flatMap((b) => Object.entries(b)).filter(([, value]) => 'msk' in value);
   expect(shown.map(([name]) => name)).toEqual(['example-existing-network', 'example-prod']);
   for (const [name, stage] of shown) expect(stage, name).toEqual(CDK_JSON.context.stages[name]);
@@ -112,7 +117,10 @@ it('synthesizes the example-schema-registry stage offline, its Glue registry on 
     };
     const withRegistry = Object.values(template.Resources)
       .filter((r) => r.Type === 'AWS::Lambda::EventSourceMapping' && r.Properties.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig)
-      .map((r) => [r.Properties.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId, r.Properties.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig.SchemaRegistryURI]);
+      .map((r) => [
+        r.Properties.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId,
+        r.Properties.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig.SchemaRegistryURI,
+      ]);
     expect(withRegistry).toEqual(Object.entries(declared).map(([name, c]) => [name, c.schemaRegistry.registryArn]));
   });
 });

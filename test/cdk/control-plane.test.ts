@@ -32,7 +32,8 @@ beforeAll(() => {
 
 type Resource = { Type: string; Properties: Record<string, any> };
 const resources = (t: Template, type: string) => Object.entries(t.findResources(type)) as [string, Resource][];
-const functionsBy = (t: Template, description: RegExp) => resources(t, 'AWS::Lambda::Function').filter(([, f]) => description.test(String(f.Properties.Description)));
+const functionsBy = (t: Template, description: RegExp) =>
+  resources(t, 'AWS::Lambda::Function').filter(([, f]) => description.test(String(f.Properties.Description)));
 const roleOf = (f: Resource) => (f.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
 const alarmsOf = (t: Template) => resources(t, 'AWS::CloudWatch::Alarm');
 const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
@@ -42,7 +43,8 @@ function notifying(t: Template, section: string, about: (a: Resource) => boolean
   return alarmsOf(t).filter(([, a]) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${section}"`) && about(a));
 }
 
-const metricsOf = (a: Resource) => a.Properties.Metrics as { Id: string; Expression?: string; MetricStat?: { Metric: any; Stat: string; Period: number } }[];
+const metricsOf = (a: Resource) =>
+  a.Properties.Metrics as { Id: string; Expression?: string; MetricStat?: { Metric: any; Stat: string; Period: number } }[];
 const refersTo = (a: Resource, logicalId: string) => JSON.stringify(a.Properties).includes(`"Ref":"${logicalId}"`);
 
 describe('silence pages: a heartbeat per scheduled function', () => {
@@ -56,11 +58,23 @@ describe('silence pages: a heartbeat per scheduled function', () => {
     const functions = scheduledFunctions();
     expect(functions).toHaveLength(CONSUMERS.length + 2);
     for (const [id, f] of functions) {
-      const heartbeats = alarmsOf(s.stateless).filter(([, a]) => a.Properties.Metrics !== undefined && metricsOf(a).some((q) => q.Expression === 'invocations - FILL(errors, 0)') && refersTo(a, id));
+      const heartbeats = alarmsOf(s.stateless).filter(
+        ([, a]) =>
+          a.Properties.Metrics !== undefined &&
+          metricsOf(a).some((q) => q.Expression === 'invocations - FILL(errors, 0)') &&
+          refersTo(a, id),
+      );
       expect(heartbeats, f.Properties.Description).toHaveLength(1);
       const p = heartbeats[0]![1].Properties;
-      expect(p).toMatchObject({ ComparisonOperator: 'LessThanThreshold', Threshold: 1, TreatMissingData: 'breaching', EvaluationPeriods: s.config.alarms.heartbeatPeriods });
-      const stats = metricsOf(heartbeats[0]![1]).filter((q) => q.MetricStat).map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat, q.MetricStat!.Period]);
+      expect(p).toMatchObject({
+        ComparisonOperator: 'LessThanThreshold',
+        Threshold: 1,
+        TreatMissingData: 'breaching',
+        EvaluationPeriods: s.config.alarms.heartbeatPeriods,
+      });
+      const stats = metricsOf(heartbeats[0]![1])
+        .filter((q) => q.MetricStat)
+        .map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat, q.MetricStat!.Period]);
       expect(stats.sort()).toEqual([
         ['errors', 'Errors', 'Sum', 300],
         ['invocations', 'Invocations', 'Sum', 300],
@@ -79,10 +93,18 @@ describe('silence pages: a heartbeat per scheduled function', () => {
   });
 
   it("covers the reaper's gauges: the backlog alarms read only what the reaper publishes, and its heartbeat pages when it stops", () => {
-    const reaperGauges: string[] = [MetricNames.DueDepth, MetricNames.OldestDueAgeSeconds, MetricNames.QuarantineDepth, MetricNames.HeldDepth, MetricNames.ConsumerPaused];
+    const reaperGauges: string[] = [
+      MetricNames.DueDepth,
+      MetricNames.OldestDueAgeSeconds,
+      MetricNames.QuarantineDepth,
+      MetricNames.HeldDepth,
+      MetricNames.ConsumerPaused,
+    ];
     const [[reaperId]] = functionsBy(s.stateless, /^Kafka inbox reaper/) as [[string, Resource]];
     // Every alarm on a reaper gauge is quiet when the gauge is missing…
-    const onGauges = alarmsOf(s.stateless).filter(([, a]) => reaperGauges.some((g) => JSON.stringify(a.Properties).includes(`"MetricName":"${g}"`)));
+    const onGauges = alarmsOf(s.stateless).filter(([, a]) =>
+      reaperGauges.some((g) => JSON.stringify(a.Properties).includes(`"MetricName":"${g}"`)),
+    );
     expect(onGauges.length).toBeGreaterThanOrEqual(CONSUMERS.length * 2);
     // …so the reaper's silence must page by itself: one alarm on its own invocations, breaching when they are missing.
     const reaperHeartbeat = alarmsOf(s.stateless).filter(([, a]) => refersTo(a, reaperId) && a.Properties.TreatMissingData === 'breaching');
@@ -101,7 +123,11 @@ describe('silence pages: a heartbeat per scheduled function', () => {
       expect(silent.Properties.AlarmActions).toBeUndefined();
       expect(paused.Properties.AlarmActions).toBeUndefined();
       expect(silent.Properties.TreatMissingData).toBe('breaching');
-      expect(paused.Properties).toMatchObject({ ComparisonOperator: 'GreaterThanOrEqualToThreshold', Threshold: 1, TreatMissingData: 'ignore' });
+      expect(paused.Properties).toMatchObject({
+        ComparisonOperator: 'GreaterThanOrEqualToThreshold',
+        Threshold: 1,
+        TreatMissingData: 'ignore',
+      });
       const [stat] = metricsOf(paused).map((q) => q.MetricStat!);
       expect(stat).toMatchObject({ Metric: { MetricName: MetricNames.ConsumerPaused }, Stat: 'Maximum' });
       expect(stat!.Metric.Dimensions).toContainEqual({ Name: 'ConsumerName', Value: c.name });
@@ -123,7 +149,12 @@ describe('silence pages: a heartbeat per scheduled function', () => {
       const [[, alarm]] = alarmsOf(s.stateless).filter(([id]) => id.includes(`${key}OldestDueAge`)) as [[string, Resource]];
       const metrics = metricsOf(alarm);
       expect(metrics.find((q) => q.Expression !== undefined)!.Expression).toBe('IF(paused >= 1, 0, value)');
-      expect(metrics.filter((q) => q.MetricStat).map((q) => [q.Id, q.MetricStat!.Metric.MetricName]).sort()).toEqual([
+      expect(
+        metrics
+          .filter((q) => q.MetricStat)
+          .map((q) => [q.Id, q.MetricStat!.Metric.MetricName])
+          .sort(),
+      ).toEqual([
         ['paused', MetricNames.ConsumerPaused],
         ['value', MetricNames.OldestDueAgeSeconds],
       ]);
@@ -132,14 +163,19 @@ describe('silence pages: a heartbeat per scheduled function', () => {
 });
 
 describe('failures page: queues, throttles, the database', () => {
-  it('alarms on messages in the schedules\' dead-letter queue and in the failed-invocations queue', () => {
+  it("alarms on messages in the schedules' dead-letter queue and in the failed-invocations queue", () => {
     const queues = resources(s.stateless, 'AWS::SQS::Queue').map(([id]) => id);
     expect(queues.some((q) => q.includes('DeadLetters'))).toBe(true);
     expect(queues.some((q) => q.includes('FailedInvocations'))).toBe(true);
     for (const q of queues) {
       const found = notifying(s.stateless, RUNBOOK.failedInvocations, (a) => JSON.stringify(a.Properties.Dimensions ?? []).includes(q));
       expect(found, q).toHaveLength(1);
-      expect(found[0]![1].Properties).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Namespace: 'AWS/SQS', Threshold: 0, ComparisonOperator: 'GreaterThanThreshold' });
+      expect(found[0]![1].Properties).toMatchObject({
+        MetricName: 'ApproximateNumberOfMessagesVisible',
+        Namespace: 'AWS/SQS',
+        Threshold: 0,
+        ComparisonOperator: 'GreaterThanThreshold',
+      });
     }
   });
 
@@ -158,8 +194,18 @@ describe('failures page: queues, throttles, the database', () => {
     const max = s.config.database.maxCapacityAcu;
     const expected = [
       [RUNBOOK.databaseCapacity, 'ACUUtilization', 'GreaterThanThreshold', t.databaseCapacityPercent],
-      [RUNBOOK.databaseConnections, 'DatabaseConnections', 'GreaterThanThreshold', Math.floor((defaultMaxConnections(max) * t.databaseConnectionsPercent) / 100)],
-      [RUNBOOK.databaseMemory, 'FreeableMemory', 'LessThanThreshold', Math.floor((max * 2 * 1024 ** 3 * t.databaseFreeableMemoryPercent) / 100)],
+      [
+        RUNBOOK.databaseConnections,
+        'DatabaseConnections',
+        'GreaterThanThreshold',
+        Math.floor((defaultMaxConnections(max) * t.databaseConnectionsPercent) / 100),
+      ],
+      [
+        RUNBOOK.databaseMemory,
+        'FreeableMemory',
+        'LessThanThreshold',
+        Math.floor((max * 2 * 1024 ** 3 * t.databaseFreeableMemoryPercent) / 100),
+      ],
     ] as const;
     for (const [section, metric, operator, threshold] of expected) {
       const found = notifying(s.stateless, section, (a) => a.Properties.MetricName === metric);
@@ -173,7 +219,9 @@ describe('failures page: queues, throttles, the database', () => {
   });
 
   it('names a runbook section that exists in every alarm that notifies', () => {
-    const notifyingAlarms = [...alarmsOf(s.stateless), ...resources(s.stateless, 'AWS::CloudWatch::CompositeAlarm')].filter(([, a]) => a.Properties.AlarmActions !== undefined);
+    const notifyingAlarms = [...alarmsOf(s.stateless), ...resources(s.stateless, 'AWS::CloudWatch::CompositeAlarm')].filter(
+      ([, a]) => a.Properties.AlarmActions !== undefined,
+    );
     for (const [id, a] of notifyingAlarms) {
       const section = Object.values(RUNBOOK).find((title) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${title}"`));
       expect(section, id).toBeDefined();
@@ -192,7 +240,9 @@ describe('asynchronous invocations: no retry, no old event, failures kept', () =
     expect(platformParameterValue(s, 'failedInvocationsQueueArn')).toEqual({ 'Fn::GetAtt': [queueId, 'Arn'] });
     const platformIds = new Set(Object.keys(s.platform.findResources('AWS::Lambda::Function')));
     for (const [id, f] of invokedAsync) {
-      const queueArn = platformIds.has(id) ? { 'Fn::GetAtt': [queueId, 'Arn'] } : platformParameterRef(s, s.consumerStacks.main!, 'failedInvocationsQueueArn');
+      const queueArn = platformIds.has(id)
+        ? { 'Fn::GetAtt': [queueId, 'Arn'] }
+        : platformParameterRef(s, s.consumerStacks.main!, 'failedInvocationsQueueArn');
       const config = configs.filter(([, c]) => JSON.stringify(c.Properties.FunctionName) === JSON.stringify({ Ref: id }));
       expect(config, f.Properties.Description).toHaveLength(1);
       expect(config[0]![1].Properties).toEqual({
@@ -224,21 +274,30 @@ describe("the control plane's least privilege", () => {
       { Action: 'sts:AssumeRole', Effect: 'Allow', Principal: { Service: 'scheduler.amazonaws.com' } },
     ]);
     expect(role![1].Properties.ManagedPolicyArns).toBeUndefined();
-    expect(statementsOfRole(s.stateless, replayRoleId)).toEqual([{ Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: { 'Fn::GetAtt': [ops()[0], 'Arn'] } }]);
+    expect(statementsOfRole(s.stateless, replayRoleId)).toEqual([
+      { Action: 'lambda:InvokeFunction', Effect: 'Allow', Resource: { 'Fn::GetAtt': [ops()[0], 'Arn'] } },
+    ]);
     // The recurring schedules' role no longer invokes the ops function.
     const recurring = resources(s.stateless, 'AWS::IAM::Role').filter(([id]) => /SchedulesRole/.test(id));
     expect(recurring).toHaveLength(1);
     expect(JSON.stringify(statementsOfRole(s.stateless, recurring[0]![0]))).not.toContain(ops()[0]);
   });
 
-  it('passes roles to EventBridge Scheduler only: the schedules\' role and the replay role', () => {
+  it("passes roles to EventBridge Scheduler only: the schedules' role and the replay role", () => {
     const passRole = opsStatements().filter((st) => actionsOf(st).includes('iam:PassRole'));
     expect(passRole).toHaveLength(1);
     expect(passRole[0]).toMatchObject({ Condition: { StringEquals: { 'iam:PassedToService': 'scheduler.amazonaws.com' } } });
     const roles = [passRole[0]!.Resource].flat().map((r) => (r as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0]);
-    expect(roles.sort()).toEqual(resources(s.stateless, 'AWS::IAM::Role').map(([id]) => id).filter((id) => /SchedulesRole|ReplayRole/.test(id)).sort());
+    expect(roles.sort()).toEqual(
+      resources(s.stateless, 'AWS::IAM::Role')
+        .map(([id]) => id)
+        .filter((id) => /SchedulesRole|ReplayRole/.test(id))
+        .sort(),
+    );
     // No other statement anywhere grants iam:PassRole.
-    const everywhere = resources(s.stateless, 'AWS::IAM::Policy').flatMap(([, p]) => p.Properties.PolicyDocument.Statement as PolicyStatement[]);
+    const everywhere = resources(s.stateless, 'AWS::IAM::Policy').flatMap(
+      ([, p]) => p.Properties.PolicyDocument.Statement as PolicyStatement[],
+    );
     expect(everywhere.filter((st) => actionsOf(st).includes('iam:PassRole'))).toHaveLength(1);
   });
 
@@ -247,12 +306,15 @@ describe("the control plane's least privilege", () => {
     expect(update).toHaveLength(1);
     expect(actionsOf(update[0]!).sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
     expect(JSON.stringify(update[0]!.Resource)).toContain(':event-source-mapping:*');
-    expect((update[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: 'KafkaInbox-dev' } });
+    expect((update[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({
+      StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: 'KafkaInbox-dev' },
+    });
     // Every mapping carries it, with its ingest function; no worker does.
     for (const [id, m] of resources(s.stateless, 'AWS::Lambda::EventSourceMapping')) {
       expect(m.Properties.Tags, id).toContainEqual({ Key: INGEST_TAG, Value: 'KafkaInbox-dev' });
     }
-    for (const [id, f] of functionsBy(s.stateless, /^Kafka inbox worker: /)) expect(JSON.stringify(f.Properties.Tags ?? []), id).not.toContain(INGEST_TAG);
+    for (const [id, f] of functionsBy(s.stateless, /^Kafka inbox worker: /))
+      expect(JSON.stringify(f.Properties.Tags ?? []), id).not.toContain(INGEST_TAG);
   });
 
   it("lets ops resume wake a worker of this stage's consumer stacks (its tag), found in the consumer directory", () => {
@@ -260,12 +322,18 @@ describe("the control plane's least privilege", () => {
     const invoke = opsStatements().filter((st) => actionsOf(st).includes('lambda:InvokeFunction'));
     expect(invoke).toHaveLength(1);
     expect(JSON.stringify(invoke[0]!.Resource)).toContain(':function:*');
-    expect((invoke[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${WORKER_TAG}`]: 'KafkaInbox-dev' } });
+    expect((invoke[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({
+      StringEquals: { [`aws:ResourceTag/${WORKER_TAG}`]: 'KafkaInbox-dev' },
+    });
     for (const [id, f] of workers) expect(f.Properties.Tags, id).toContainEqual({ Key: WORKER_TAG, Value: 'KafkaInbox-dev' });
     // No other function carries the tag: ops can wake nothing else.
-    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) => JSON.stringify(f.Properties.Tags ?? []).includes(WORKER_TAG));
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) =>
+      JSON.stringify(f.Properties.Tags ?? []).includes(WORKER_TAG),
+    );
     expect(tagged.map(([id]) => id).sort()).toEqual(workers.map(([id]) => id).sort());
-    const entries = JSON.stringify(resources(s.stateless, 'AWS::SSM::Parameter').filter(([, p]) => String(p.Properties.Name).startsWith('/KafkaInbox/dev/consumers/')));
+    const entries = JSON.stringify(
+      resources(s.stateless, 'AWS::SSM::Parameter').filter(([, p]) => String(p.Properties.Name).startsWith('/KafkaInbox/dev/consumers/')),
+    );
     for (const [id] of workers) expect(entries).toContain(`{"Ref":"${id}"}`);
     expect(Object.keys(ops()[1].Properties.Environment.Variables)).not.toContain('WORKER_FUNCTIONS');
   });
@@ -275,13 +343,18 @@ describe("the control plane's least privilege", () => {
     const byTag = statementsOfRole(s.platform, roleId).filter((st) => JSON.stringify(st).includes('aws:ResourceTag'));
     expect(byTag).toHaveLength(1);
     expect(actionsOf(byTag[0]!)).toEqual(['lambda:InvokeFunction']);
-    expect((byTag[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({ StringEquals: { [`aws:ResourceTag/${SCHEDULED_TAG}`]: 'KafkaInbox-dev' } });
-    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) => JSON.stringify(f.Properties.Tags ?? []).includes(SCHEDULED_TAG));
+    expect((byTag[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({
+      StringEquals: { [`aws:ResourceTag/${SCHEDULED_TAG}`]: 'KafkaInbox-dev' },
+    });
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) =>
+      JSON.stringify(f.Properties.Tags ?? []).includes(SCHEDULED_TAG),
+    );
     expect(tagged.map(([, f]) => f.Properties.Description).sort()).toEqual(CONSUMERS.map((c) => `Kafka inbox worker: ${c.name}`).sort());
     // Their schedules run as that role, named for their consumer.
     const schedules = resources(s.consumerStacks.main!, 'AWS::Scheduler::Schedule');
     expect(schedules.map(([, sc]) => sc.Properties.Name).sort()).toEqual(CONSUMERS.map((c) => `worker-${c.name}`).sort());
-    for (const [, sc] of schedules) expect(sc.Properties.Target.RoleArn).toEqual(platformParameterRef(s, s.consumerStacks.main!, 'schedulerRoleArn'));
+    for (const [, sc] of schedules)
+      expect(sc.Properties.Target.RoleArn).toEqual(platformParameterRef(s, s.consumerStacks.main!, 'schedulerRoleArn'));
     expect(platformParameterValue(s, 'schedulerRoleArn')).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });
   });
 

@@ -9,16 +9,24 @@ import { DATABASE_CLUSTER_LOGICAL_ID } from '../../cdk/stacks/stateful-stack';
 import { CDK_JSON, synthesize, type Synthesized } from './synth';
 
 type Resource = { Type: string; Properties: Record<string, any> };
-const resources = (template: Synthesized['stateful'], type: string) => Object.entries(template.findResources(type) as Record<string, Resource>);
+const resources = (template: Synthesized['stateful'], type: string) =>
+  Object.entries(template.findResources(type) as Record<string, Resource>);
 
 /** The `/aws/lambda/<function>` log groups a Custom::LogRetention sets, and the other groups it sets, rendered as JSON. */
 function retentionsSet(template: Synthesized['stateful']): Map<string, number> {
-  return new Map(resources(template, 'Custom::LogRetention').map(([, r]) => [JSON.stringify(r.Properties.LogGroupName), r.Properties.RetentionInDays as number]));
+  return new Map(
+    resources(template, 'Custom::LogRetention').map(([, r]) => [
+      JSON.stringify(r.Properties.LogGroupName),
+      r.Properties.RetentionInDays as number,
+    ]),
+  );
 }
 
 /** The retention each Lambda function of a template logs with, by logical id. */
 function functionRetentions(template: Synthesized['stateful']): Record<string, number | undefined> {
-  const groups = Object.fromEntries(resources(template, 'AWS::Logs::LogGroup').map(([id, g]) => [id, g.Properties.RetentionInDays as number | undefined]));
+  const groups = Object.fromEntries(
+    resources(template, 'AWS::Logs::LogGroup').map(([id, g]) => [id, g.Properties.RetentionInDays as number | undefined]),
+  );
   const set = retentionsSet(template);
   return Object.fromEntries(
     resources(template, 'AWS::Lambda::Function').map(([id, f]) => {
@@ -41,7 +49,7 @@ describe.each([
   const s = synthesize({ stage, bundle: false, overrides });
   const days = s.config.observability.logRetentionDays;
 
-  it('gives every function of both stacks, the project\'s and the helpers\', a log retention from the stage', () => {
+  it("gives every function of both stacks, the project's and the helpers', a log retention from the stage", () => {
     for (const template of [s.stateful, s.stateless]) {
       const retentions = functionRetentions(template);
       expect(Object.keys(retentions).length).toBeGreaterThan(0);
@@ -49,26 +57,36 @@ describe.each([
     }
   });
 
-  it('sets a retention on every log group it creates, the exported PostgreSQL log and the rotation function\'s', () => {
+  it("sets a retention on every log group it creates, the exported PostgreSQL log and the rotation function's", () => {
     for (const template of [s.stateful, s.stateless]) {
       for (const [id, g] of resources(template, 'AWS::Logs::LogGroup')) expect(g.Properties.RetentionInDays, id).toBeGreaterThan(0);
     }
     const set = retentionsSet(s.stateful);
-    expect(set.get(JSON.stringify({ 'Fn::Join': ['', ['/aws/rds/cluster/', { Ref: DATABASE_CLUSTER_LOGICAL_ID }, '/postgresql']] }))).toBe(s.config.database.logRetentionDays);
+    expect(set.get(JSON.stringify({ 'Fn::Join': ['', ['/aws/rds/cluster/', { Ref: DATABASE_CLUSTER_LOGICAL_ID }, '/postgresql']] }))).toBe(
+      s.config.database.logRetentionDays,
+    );
     const [[, rotation]] = resources(s.stateful, 'AWS::Serverless::Application') as [[string, Resource]];
     expect(set.get(JSON.stringify(`/aws/lambda/${rotation.Properties.Parameters.functionName as string}`))).toBe(days);
   });
 
-  it('creates only the endpoints the functions call, each admitting the functions\' security group (and Secrets Manager the rotation\'s)', () => {
-    const interfaceEndpoints = resources(s.stateful, 'AWS::EC2::VPCEndpoint').filter(([, e]) => e.Properties.VpcEndpointType === 'Interface');
-    const services = interfaceEndpoints.map(([, e]) => JSON.stringify(e.Properties.ServiceName).replace(/.*\.([a-z-]+)"\]\]\}$|.*\.([a-z-]+)"$/, '$1$2')).sort();
+  it("creates only the endpoints the functions call, each admitting the functions' security group (and Secrets Manager the rotation's)", () => {
+    const interfaceEndpoints = resources(s.stateful, 'AWS::EC2::VPCEndpoint').filter(
+      ([, e]) => e.Properties.VpcEndpointType === 'Interface',
+    );
+    const services = interfaceEndpoints
+      .map(([, e]) => JSON.stringify(e.Properties.ServiceName).replace(/.*\.([a-z-]+)"\]\]\}$|.*\.([a-z-]+)"$/, '$1$2'))
+      .sort();
     expect(services).toEqual([...s.config.network.interfaceEndpoints].sort());
     expect(services).not.toContain('sts');
     const ingress = resources(s.stateful, 'AWS::EC2::SecurityGroupIngress');
     for (const [id, endpoint] of interfaceEndpoints) {
       const groups = (endpoint.Properties.SecurityGroupIds as { 'Fn::GetAtt': [string, string] }[]).map((g) => g['Fn::GetAtt'][0]);
-      const sources = ingress.filter(([, r]) => groups.includes(r.Properties.GroupId?.['Fn::GetAtt']?.[0])).map(([, r]) => r.Properties.SourceSecurityGroupId['Fn::GetAtt'][0] as string);
-      const expected = JSON.stringify(endpoint.Properties.ServiceName).includes('secretsmanager') ? [/^FunctionSecurityGroup/, /^SecretRotationSecurityGroup/] : [/^FunctionSecurityGroup/];
+      const sources = ingress
+        .filter(([, r]) => groups.includes(r.Properties.GroupId?.['Fn::GetAtt']?.[0]))
+        .map(([, r]) => r.Properties.SourceSecurityGroupId['Fn::GetAtt'][0] as string);
+      const expected = JSON.stringify(endpoint.Properties.ServiceName).includes('secretsmanager')
+        ? [/^FunctionSecurityGroup/, /^SecretRotationSecurityGroup/]
+        : [/^FunctionSecurityGroup/];
       expect(sources.sort(), id).toEqual(expected.map((e) => expect.stringMatching(e)));
     }
   });
@@ -76,6 +94,12 @@ describe.each([
 
 it('creates no interface endpoint in an existing VPC unless the stage asks, then only those', () => {
   const network = (CDK_JSON.context.stages['example-existing-network'] as { network: object }).network;
-  const asked = synthesize({ stage: 'example-existing-network', bundle: false, overrides: { network: { ...network, interfaceEndpoints: ['secretsmanager'] } } });
-  expect(resources(asked.stateful, 'AWS::EC2::VPCEndpoint').map(([, e]) => JSON.stringify(e.Properties.ServiceName))).toEqual([expect.stringContaining('secretsmanager')]);
+  const asked = synthesize({
+    stage: 'example-existing-network',
+    bundle: false,
+    overrides: { network: { ...network, interfaceEndpoints: ['secretsmanager'] } },
+  });
+  expect(resources(asked.stateful, 'AWS::EC2::VPCEndpoint').map(([, e]) => JSON.stringify(e.Properties.ServiceName))).toEqual([
+    expect.stringContaining('secretsmanager'),
+  ]);
 });

@@ -36,8 +36,16 @@ afterAll(() => {
 });
 
 describe('an existing VPC and MSK cluster (example-existing-network)', () => {
-  it('creates no VPC, subnet, route, NAT, flow log or endpoint: the network is the team\'s', () => {
-    for (const type of ['AWS::EC2::VPC', 'AWS::EC2::Subnet', 'AWS::EC2::RouteTable', 'AWS::EC2::NatGateway', 'AWS::EC2::FlowLog', 'AWS::EC2::VPCEndpoint', 'AWS::MSK::ServerlessCluster']) {
+  it("creates no VPC, subnet, route, NAT, flow log or endpoint: the network is the team's", () => {
+    for (const type of [
+      'AWS::EC2::VPC',
+      'AWS::EC2::Subnet',
+      'AWS::EC2::RouteTable',
+      'AWS::EC2::NatGateway',
+      'AWS::EC2::FlowLog',
+      'AWS::EC2::VPCEndpoint',
+      'AWS::MSK::ServerlessCluster',
+    ]) {
       for (const stack of ['stateful', 'stateless'] as const) expect(resourcesOf(s, stack, type), `${stack} ${type}`).toEqual([]);
     }
     // Its security groups live in the team's VPC.
@@ -61,7 +69,9 @@ describe('an existing VPC and MSK cluster (example-existing-network)', () => {
   });
 
   it("admits the Kafka-producing functions' security group to the cluster's on the IAM broker port, and only that", () => {
-    const rules = resourcesOf(s, 'stateful', 'AWS::EC2::SecurityGroupIngress').filter(([, r]) => r.Properties.GroupId === declared.msk.securityGroupId);
+    const rules = resourcesOf(s, 'stateful', 'AWS::EC2::SecurityGroupIngress').filter(
+      ([, r]) => r.Properties.GroupId === declared.msk.securityGroupId,
+    );
     expect(rules.map(([, r]) => r.Properties)).toEqual([
       {
         Description: 'MSK IAM from the inbox outbox relay',
@@ -76,14 +86,18 @@ describe('an existing VPC and MSK cluster (example-existing-network)', () => {
     expect(statefulParameterValue(s, 'kafkaClientSecurityGroupId')).toEqual({ 'Fn::GetAtt': [kafkaClientId, 'GroupId'] });
     // The Kafka producers are the functions with that group: the outbox relay, and nothing else.
     const producers = resourcesOf(s, 'stateless', 'AWS::Lambda::Function').filter(([, f]) =>
-      JSON.stringify(f.Properties.VpcConfig?.SecurityGroupIds ?? []).includes(JSON.stringify(statefulParameterRef(s, 'kafkaClientSecurityGroupId'))),
+      JSON.stringify(f.Properties.VpcConfig?.SecurityGroupIds ?? []).includes(
+        JSON.stringify(statefulParameterRef(s, 'kafkaClientSecurityGroupId')),
+      ),
     );
     expect(producers.map(([, f]) => f.Properties.Description)).toEqual([expect.stringMatching(/^Kafka inbox outbox relay/)]);
-    const writers = resourcesOf(s, 'stateless', 'AWS::IAM::Policy').filter(([, p]) => JSON.stringify(p.Properties.PolicyDocument).includes('kafka-cluster:WriteData'));
+    const writers = resourcesOf(s, 'stateless', 'AWS::IAM::Policy').filter(([, p]) =>
+      JSON.stringify(p.Properties.PolicyDocument).includes('kafka-cluster:WriteData'),
+    );
     expect(writers.map(([, p]) => p.Properties.Roles)).toEqual([[{ Ref: producers[0]![1].Properties.Role['Fn::GetAtt'][0] }]]);
   });
 
-  it('maps the existing cluster by ARN, the mappings sharing the stage\'s poller group', () => {
+  it("maps the existing cluster by ARN, the mappings sharing the stage's poller group", () => {
     const mappings = resourcesOf(s, 'stateless', 'AWS::Lambda::EventSourceMapping');
     expect(mappings.length).toBe(s.config.consumers.flatMap((c) => c.topics).length);
     for (const [id, m] of mappings) {
@@ -102,17 +116,24 @@ describe('an existing VPC and MSK cluster (example-existing-network)', () => {
       console.log(`cfn-lint is not installed here (${version.error?.message ?? version.stderr.trim()}): the templates were not linted`);
       ctx.skip();
     }
-    const templates = readdirSync(outdir).filter((f) => f.endsWith('.template.json')).sort();
+    const templates = readdirSync(outdir)
+      .filter((f) => f.endsWith('.template.json'))
+      .sort();
     expect(templates).toEqual([
       `KafkaInbox-${STAGE}-consumers-main.template.json`,
       `KafkaInbox-${STAGE}-stateful.template.json`,
       `KafkaInbox-${STAGE}-stateless.template.json`,
     ]);
-    const result = spawnSync('cfn-lint', ['--format', 'json', ...templates.map((t) => join(outdir, t))], { encoding: 'utf8', timeout: 120_000 });
+    const result = spawnSync('cfn-lint', ['--format', 'json', ...templates.map((t) => join(outdir, t))], {
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
     expect(result.error).toBeUndefined();
     const findings = JSON.parse(result.stdout || '[]') as { Level: string; Rule: { Id: string }; Message: string; Filename: string }[];
     const errors = findings.filter((f) => f.Level === 'Error').map((f) => `${f.Rule.Id} ${f.Filename}: ${f.Message}`);
-    console.log(`${version.stdout.trim()}: ${findings.length} findings, ${errors.length} errors (${[...new Set(findings.map((f) => `${f.Level} ${f.Rule.Id}`))].join(', ') || 'none'})`);
+    console.log(
+      `${version.stdout.trim()}: ${findings.length} findings, ${errors.length} errors (${[...new Set(findings.map((f) => `${f.Level} ${f.Rule.Id}`))].join(', ') || 'none'})`,
+    );
     expect(errors).toEqual([]);
     // Exit status: 0 clean, 4 warnings only (bit 2 set means errors).
     expect(result.status! & 2).toBe(0);

@@ -74,7 +74,9 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
     expect(Object.keys(buckets)).toHaveLength(1);
     const [id, bucket] = Object.entries(buckets)[0]!;
     expect(bucket.DeletionPolicy).toBe('Retain');
-    expect(bucket.Properties!.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm).toBe('AES256');
+    expect(bucket.Properties!.BucketEncryption.ServerSideEncryptionConfiguration[0].ServerSideEncryptionByDefault.SSEAlgorithm).toBe(
+      'AES256',
+    );
     expect(bucket.Properties!.PublicAccessBlockConfiguration).toEqual({
       BlockPublicAcls: true,
       BlockPublicPolicy: true,
@@ -109,7 +111,9 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
     const policies = Object.entries(resourcesOf(s.stateless, 'AWS::IAM::Policy'))
       .filter(([id]) => !id.startsWith('OutboxRelay'))
       .map(([, p]) => p);
-    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const statements = policies.flatMap(
+      (p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+    );
     const kafka = statements.filter((st) => [st.Action].flat().some((a) => a.startsWith('kafka-cluster:')));
     const actions = new Set(kafka.flatMap((st) => [st.Action].flat()).filter((a) => a.startsWith('kafka-cluster:')));
     expect([...actions].sort()).toEqual(
@@ -127,8 +131,10 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
       expect(resource).not.toContain('"*"');
       const acts = [st.Action].flat();
       // The dev cluster's prefixes, built once by the stateful stack and read as parameters.
-      if (acts.includes('kafka-cluster:ReadData')) expect(resource).toContain(JSON.stringify(statefulParameterRef(s, 'kafkaTopicArnPrefix')));
-      if (acts.includes('kafka-cluster:AlterGroup')) expect(resource).toContain(JSON.stringify(statefulParameterRef(s, 'kafkaGroupArnPrefix')));
+      if (acts.includes('kafka-cluster:ReadData'))
+        expect(resource).toContain(JSON.stringify(statefulParameterRef(s, 'kafkaTopicArnPrefix')));
+      if (acts.includes('kafka-cluster:AlterGroup'))
+        expect(resource).toContain(JSON.stringify(statefulParameterRef(s, 'kafkaGroupArnPrefix')));
     }
   });
 });
@@ -178,7 +184,8 @@ describe('schedules', () => {
 describe('wake-ups', () => {
   const functions = () => Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function'));
   const workerOf = (name: string) => functions().find(([, f]) => f.Properties!.Description === `Kafka inbox worker: ${name}`)!;
-  const ingestOf = (name: string) => functions().find(([, f]) => String(f.Properties!.Description).startsWith(`Kafka inbox ingest: ${name} `))!;
+  const ingestOf = (name: string) =>
+    functions().find(([, f]) => String(f.Properties!.Description).startsWith(`Kafka inbox ingest: ${name} `))!;
   const roleOf = (f: Resources[string]) => (f.Properties!.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
   const invokeGrants = () =>
     Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy')).flatMap((p) =>
@@ -201,9 +208,13 @@ describe('wake-ups', () => {
       const [workerId, worker] = workerOf(c.name);
       const [, ingest] = ingestOf(c.name);
       const byIngest = grants.filter((g) => JSON.stringify(g.roles) === JSON.stringify([{ Ref: roleOf(ingest) }]));
-      expect(byIngest, c.name).toEqual([{ roles: [{ Ref: roleOf(ingest) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } }]);
+      expect(byIngest, c.name).toEqual([
+        { roles: [{ Ref: roleOf(ingest) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } },
+      ]);
       const byWorker = grants.filter((g) => JSON.stringify(g.roles) === JSON.stringify([{ Ref: roleOf(worker) }]));
-      expect(byWorker, c.name).toEqual([{ roles: [{ Ref: roleOf(worker) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } }]);
+      expect(byWorker, c.name).toEqual([
+        { roles: [{ Ref: roleOf(worker) }], actions: ['lambda:InvokeFunction'], resource: { 'Fn::GetAtt': [workerId, 'Arn'] } },
+      ]);
     }
     // Nobody else invokes a function but ops, which wakes a worker on resume (the schedules'
     // roles are the scheduler's, not a function's).
@@ -219,7 +230,11 @@ describe('wake-ups', () => {
       // The consumer's slots bound its workers; a reservation is the stage's choice (quotas).
       expect(worker.Properties!.ReservedConcurrentExecutions, c.name).toBeUndefined();
       const env = worker.Properties!.Environment.Variables;
-      expect(env).toMatchObject({ WORKER_MAX_CONCURRENCY: String(c.workerMaxConcurrency), WORKER_IDLE_MS: String(c.workerIdleSeconds * 1000), WAKE_UPS: 'true' });
+      expect(env).toMatchObject({
+        WORKER_MAX_CONCURRENCY: String(c.workerMaxConcurrency),
+        WORKER_IDLE_MS: String(c.workerIdleSeconds * 1000),
+        WAKE_UPS: 'true',
+      });
       const config = configs.filter((ic) => JSON.stringify(ic.Properties!.FunctionName) === JSON.stringify({ Ref: workerId }));
       expect(config, c.name).toHaveLength(1);
       expect(config[0]!.Properties).toMatchObject({ MaximumRetryAttempts: 0, MaximumEventAgeInSeconds: 60, Qualifier: '$LATEST' });
@@ -227,7 +242,10 @@ describe('wake-ups', () => {
   });
 
   it('can be switched off per consumer: no environment, no grant, the schedule alone', () => {
-    const off = synthesize({ bundle: false, overrides: { consumers: { 'case-sla': { wakeUps: false, workerReservedConcurrency: false } } } });
+    const off = synthesize({
+      bundle: false,
+      overrides: { consumers: { 'case-sla': { wakeUps: false, workerReservedConcurrency: false } } },
+    });
     const fns = Object.values(resourcesOf(off.stateless, 'AWS::Lambda::Function'));
     const ingest = fns.find((f) => String(f.Properties!.Description).startsWith('Kafka inbox ingest: case-sla '))!;
     const worker = fns.find((f) => f.Properties!.Description === 'Kafka inbox worker: case-sla')!;
@@ -235,7 +253,9 @@ describe('wake-ups', () => {
     expect(worker.Properties!.Environment.Variables.WAKE_UPS).toBe('false');
     expect(worker.Properties!.ReservedConcurrentExecutions).toBeUndefined();
     const invokers = Object.values(resourcesOf(off.stateless, 'AWS::IAM::Policy')).filter((p) =>
-      (p.Properties!.PolicyDocument.Statement as { Action: string | string[] }[]).some((st) => actionsOf(st as never).includes('lambda:InvokeFunction')),
+      (p.Properties!.PolicyDocument.Statement as { Action: string | string[] }[]).some((st) =>
+        actionsOf(st as never).includes('lambda:InvokeFunction'),
+      ),
     );
     const roles = JSON.stringify(invokers.map((p) => p.Properties!.Roles));
     expect(roles).not.toContain((ingest.Properties!.Role as { 'Fn::GetAtt': [string] })['Fn::GetAtt'][0]);
@@ -244,7 +264,7 @@ describe('wake-ups', () => {
 });
 
 describe('functions', () => {
-  it('are arm64 on Node.js 22 or newer, in the VPC, with verified TLS and never a password (the master secret\'s ARN for the migration function only)', () => {
+  it("are arm64 on Node.js 22 or newer, in the VPC, with verified TLS and never a password (the master secret's ARN for the migration function only)", () => {
     const functions = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter((f) =>
       String(f.Properties!.Description ?? '').startsWith('Kafka inbox'),
     );
@@ -277,7 +297,9 @@ describe('functions', () => {
 
   it('let the ops function touch schedules only as its commands do: read and update the worker schedules, create ops-replay-* ones', () => {
     const policies = Object.values(resourcesOf(s.stateless, 'AWS::IAM::Policy'));
-    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[]);
+    const statements = policies.flatMap(
+      (p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown }[],
+    );
     const granted = statements
       .map((st) => ({ actions: [st.Action].flat().filter((a) => a.startsWith('scheduler:')), resource: JSON.stringify(st.Resource) }))
       .filter((g) => g.actions.length > 0);
@@ -291,7 +313,9 @@ describe('functions', () => {
     const mappingIds = Object.keys(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping')).sort();
     expect(mappingIds).toHaveLength(CONSUMERS.flatMap((c) => c.topics).length);
     const policies = Object.values(resourcesOf(s.platform, 'AWS::IAM::Policy'));
-    const statements = policies.flatMap((p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown; Condition?: unknown }[]);
+    const statements = policies.flatMap(
+      (p) => p.Properties!.PolicyDocument.Statement as { Action: string | string[]; Resource: unknown; Condition?: unknown }[],
+    );
     const switching = statements.filter((st) => [st.Action].flat().some((a) => a.endsWith('EventSourceMapping')));
     expect(switching).toHaveLength(1);
     expect([switching[0]!.Action].flat().sort()).toEqual(['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping']);
@@ -299,11 +323,16 @@ describe('functions', () => {
     expect(JSON.stringify(switching[0]!.Resource)).toContain(':event-source-mapping:*');
     expect(switching[0]!.Condition).toEqual({ StringEquals: { 'aws:ResourceTag/kafka-inbox:ingest': 'KafkaInbox-dev' } });
     for (const id of mappingIds) {
-      expect(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping')[id]!.Properties!.Tags).toContainEqual({ Key: 'kafka-inbox:ingest', Value: 'KafkaInbox-dev' });
+      expect(resourcesOf(s.stateless, 'AWS::Lambda::EventSourceMapping')[id]!.Properties!.Tags).toContainEqual({
+        Key: 'kafka-inbox:ingest',
+        Value: 'KafkaInbox-dev',
+      });
     }
 
     // Each consumer's directory entry names its mappings; ops's environment names only the directory.
-    const entries = Object.values(resourcesOf(s.stateless, 'AWS::SSM::Parameter')).filter((p) => String(p.Properties!.Name).startsWith('/KafkaInbox/dev/consumers/'));
+    const entries = Object.values(resourcesOf(s.stateless, 'AWS::SSM::Parameter')).filter((p) =>
+      String(p.Properties!.Name).startsWith('/KafkaInbox/dev/consumers/'),
+    );
     expect(entries.map((e) => e.Properties!.Name).sort()).toEqual(CONSUMERS.map((c) => `/KafkaInbox/dev/consumers/${c.name}`).sort());
     const values = JSON.stringify(entries.map((e) => e.Properties!.Value));
     for (const id of mappingIds) expect(values).toContain(id);
@@ -315,13 +344,18 @@ describe('functions', () => {
   });
 
   it("set the log level through Lambda's logging configuration (JSON, application level of the stage), not an environment variable", () => {
-    const functions = Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter(([, f]) => /^Kafka inbox/.test(f.Properties!.Description ?? ''));
+    const functions = Object.entries(resourcesOf(s.stateless, 'AWS::Lambda::Function')).filter(([, f]) =>
+      /^Kafka inbox/.test(f.Properties!.Description ?? ''),
+    );
     // ingest and worker per consumer; reaper, ops, migrations, outbox relay
     expect(functions.length).toBe(CONSUMERS.length * 2 + 4);
     for (const [id, f] of functions) {
       expect(f.Properties!.LoggingConfig, id).toMatchObject({ LogFormat: 'JSON', ApplicationLogLevel: s.config.observability.logLevel });
       const env = Object.keys(f.Properties!.Environment.Variables as Record<string, unknown>);
-      expect(env.filter((k) => /LOG_LEVEL/.test(k)), id).toEqual([]);
+      expect(
+        env.filter((k) => /LOG_LEVEL/.test(k)),
+        id,
+      ).toEqual([]);
     }
   });
 
@@ -375,7 +409,10 @@ describe('database access in IAM', () => {
       const role = expectedRole(f.description);
       const { users, resources } = databaseUsersOf(f.statements);
       expect(users, f.description).toEqual(role === undefined ? [] : [role]);
-      for (const r of resources) expect(r).toContain(`":rds-db:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/`);
+      for (const r of resources)
+        expect(r).toContain(
+          `":rds-db:",{"Ref":"AWS::Region"},":",{"Ref":"AWS::AccountId"},":dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/`,
+        );
       if (role !== undefined) seen.add(role);
     }
     // One user per consumer and function kind, and one per cross-consumer function: no two functions share a user.
@@ -507,13 +544,22 @@ describe('observability', () => {
     consumers.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     s.platform.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     const { dashboard } = ourMetricNames(consumers, s.config.observability.metricsNamespace);
-    for (const name of ['RecordsReceived', 'RecordsPoisoned', 'EventsProcessed', 'ProcessingLatency', 'DueDepth', 'OldestDueAgeSeconds', 'QuarantineDepth']) {
+    for (const name of [
+      'RecordsReceived',
+      'RecordsPoisoned',
+      'EventsProcessed',
+      'ProcessingLatency',
+      'DueDepth',
+      'OldestDueAgeSeconds',
+      'QuarantineDepth',
+    ]) {
       expect(dashboard, name).toContain(name);
     }
     const body = JSON.stringify(resourcesOf(consumers, 'AWS::CloudWatch::Dashboard'));
     for (const aws of ['OffsetLag', 'Errors', 'Throttles', 'Duration']) expect(body, aws).toContain(`\\"${aws}\\"`);
     const overview = JSON.stringify(resourcesOf(s.platform, 'AWS::CloudWatch::Dashboard'));
-    for (const aws of ['Errors', 'Throttles', 'Duration', 'ServerlessDatabaseCapacity', 'DatabaseConnections']) expect(overview, aws).toContain(`\\"${aws}\\"`);
+    for (const aws of ['Errors', 'Throttles', 'Duration', 'ServerlessDatabaseCapacity', 'DatabaseConnections'])
+      expect(overview, aws).toContain(`\\"${aws}\\"`);
   });
 
   it('draws each widget of dashboard-widgets.ts for each consumer: its title, one line per series, its statistics', () => {
@@ -528,7 +574,9 @@ describe('observability', () => {
         const found = body.widgets.filter((x) => x.type === 'metric' && x.properties.title === title);
         expect(found, title).toHaveLength(1);
         const metrics = found[0]!.properties.metrics!;
-        const lines = metrics.filter((m) => !m.some((part) => typeof part === 'object' && part !== null && (part as { visible?: boolean }).visible === false));
+        const lines = metrics.filter(
+          (m) => !m.some((part) => typeof part === 'object' && part !== null && (part as { visible?: boolean }).visible === false),
+        );
         const declared = { schemaRegistry: consumer.schemaRegistry !== undefined };
         const charted = [...seriesOf(w.left, declared), ...seriesOf(w.right ?? [], declared)];
         expect(lines, title).toHaveLength(charted.length);
@@ -575,30 +623,47 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.outboxUnpublishedAge)).toBe(emitting);
   });
 
-  it('alarms on each consumer\'s latency p50 and p99, over periods with enough rows processed', () => {
+  it("alarms on each consumer's latency p50 and p99, over periods with enough rows processed", () => {
     const alarms = Object.entries(resourcesOf(s.stateless, 'AWS::CloudWatch::Alarm')).filter(([id]) => /Latency(P50|P99)/.test(id));
     const t = s.config.alarms;
     expect(alarms).toHaveLength(CONSUMERS.length * 2);
     for (const c of CONSUMERS) {
-      for (const [stat, threshold] of [['p50', t.processingLatencyP50Ms], ['p99', t.processingLatencyP99Ms]] as const) {
+      for (const [stat, threshold] of [
+        ['p50', t.processingLatencyP50Ms],
+        ['p99', t.processingLatencyP99Ms],
+      ] as const) {
         const found = alarms.filter(([id]) => id.includes(`${c.name.replace(/[^A-Za-z0-9]/g, '')}Latency${stat.toUpperCase()}`));
         expect(found, `${c.name} ${stat}`).toHaveLength(1);
         const p = found[0]![1].Properties!;
         expect(p.Threshold).toBe(threshold);
         expect(p.ComparisonOperator).toBe('GreaterThanThreshold');
-        const metrics = p.Metrics as { Id: string; Expression?: string; ReturnData?: boolean; MetricStat?: { Metric: { MetricName: string; Dimensions: { Name: string; Value: string }[] }; Stat: string } }[];
-        expect(metrics.find((q) => q.Expression !== undefined)).toMatchObject({ Expression: `IF(samples >= ${t.latencyMinSamples}, latency, 0)` });
-        const stats = metrics.filter((q) => q.MetricStat !== undefined).map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat]);
+        const metrics = p.Metrics as {
+          Id: string;
+          Expression?: string;
+          ReturnData?: boolean;
+          MetricStat?: { Metric: { MetricName: string; Dimensions: { Name: string; Value: string }[] }; Stat: string };
+        }[];
+        expect(metrics.find((q) => q.Expression !== undefined)).toMatchObject({
+          Expression: `IF(samples >= ${t.latencyMinSamples}, latency, 0)`,
+        });
+        const stats = metrics
+          .filter((q) => q.MetricStat !== undefined)
+          .map((q) => [q.Id, q.MetricStat!.Metric.MetricName, q.MetricStat!.Stat]);
         expect(stats.sort()).toEqual([
           ['latency', MetricNames.ProcessingLatency, stat],
           ['samples', MetricNames.ProcessingLatency, 'SampleCount'],
         ]);
-        expect(metrics.every((q) => q.MetricStat === undefined || q.MetricStat.Metric.Dimensions.some((d) => d.Name === 'ConsumerName' && d.Value === c.name))).toBe(true);
+        expect(
+          metrics.every(
+            (q) =>
+              q.MetricStat === undefined || q.MetricStat.Metric.Dimensions.some((d) => d.Name === 'ConsumerName' && d.Value === c.name),
+          ),
+        ).toBe(true);
       }
     }
   });
 
-  it('charts the latency percentiles, the wake-ups and the functions\' concurrency', () => {
+  it("charts the latency percentiles, the wake-ups and the functions' concurrency", () => {
     const [dashboard] = Object.values(resourcesOf(s.consumerStacks.main!, 'AWS::CloudWatch::Dashboard'));
     const parts = dashboard!.Properties!.DashboardBody['Fn::Join'][1] as unknown[];
     const body = JSON.parse(parts.map((p) => (typeof p === 'string' ? p : 'REF')).join('')) as {
@@ -610,7 +675,13 @@ describe('observability', () => {
       for (const stat of ['p50', 'p95', 'p99']) expect(latency).toContain(`"stat":"${stat}"`);
       expect(latency).toContain(MetricNames.ProcessingLatency);
       const wakeUps = JSON.stringify(widget(`${c.name}: wake-ups and pause`)!.properties.metrics);
-      for (const name of [MetricNames.WakeUpsSent, MetricNames.FanOutsSent, MetricNames.HandOversSent, MetricNames.WakeUpFailures, MetricNames.ConsumerPaused]) {
+      for (const name of [
+        MetricNames.WakeUpsSent,
+        MetricNames.FanOutsSent,
+        MetricNames.HandOversSent,
+        MetricNames.WakeUpFailures,
+        MetricNames.ConsumerPaused,
+      ]) {
         expect(wakeUps).toContain(`"${name}"`);
       }
     }
@@ -669,7 +740,9 @@ describe('bundles', () => {
     const key = JSON.stringify(migrate.Properties!.Code);
     const asset = readdirSync(outdir).find((a) => a.startsWith('asset.') && key.includes(a.slice('asset.'.length)))!;
     const bundled = readdirSync(join(outdir, asset, 'migrations')).sort();
-    const source = readdirSync(new URL('../../migrations/', import.meta.url)).filter((f) => f.endsWith('.sql')).sort();
+    const source = readdirSync(new URL('../../migrations/', import.meta.url))
+      .filter((f) => f.endsWith('.sql'))
+      .sort();
     expect(bundled).toEqual(source);
   });
 });

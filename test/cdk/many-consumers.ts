@@ -10,7 +10,12 @@ export const CONSUMERS_PER_TEST_STACK = 12;
 
 export function teamConsumer(i: number): DeclaredConsumer {
   const n = String(i + 1).padStart(2, '0');
-  return { name: `team-consumer-${n}`, topics: [`team.events.v${n}`], mode: 'deferred', stack: `team-${Math.floor(i / CONSUMERS_PER_TEST_STACK) + 1}` };
+  return {
+    name: `team-consumer-${n}`,
+    topics: [`team.events.v${n}`],
+    mode: 'deferred',
+    stack: `team-${Math.floor(i / CONSUMERS_PER_TEST_STACK) + 1}`,
+  };
 }
 
 /** The shipped consumers plus `count` test consumers. */

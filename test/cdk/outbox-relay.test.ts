@@ -8,7 +8,16 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, statefulParameterRef, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import {
+  actionsOf,
+  CLUSTER_ARN,
+  EXISTING_CLUSTER,
+  statefulParameterRef,
+  statementsOfRole,
+  synthesize,
+  unacknowledgedNagErrors,
+  type Synthesized,
+} from './synth';
 
 type Resource = { Type: string; Properties?: Record<string, any> };
 
@@ -98,7 +107,9 @@ describe('the dev stage (a dev cluster created in the stage)', () => {
     const alarms = Object.values(s.stateless.findResources('AWS::CloudWatch::Alarm') as Record<string, Resource>).filter(
       (a) => statOf(a)?.Metric.MetricName === MetricNames.OutboxOldestUnpublishedAgeSeconds,
     );
-    expect(alarms.map((a) => statOf(a).Metric.Dimensions.find((d: { Name: string }) => d.Name === 'ConsumerName').Value)).toEqual(['case-sla']);
+    expect(alarms.map((a) => statOf(a).Metric.Dimensions.find((d: { Name: string }) => d.Name === 'ConsumerName').Value)).toEqual([
+      'case-sla',
+    ]);
     expect(statOf(alarms[0]!).Stat).toBe('Maximum');
     expect(alarms[0]!.Properties).toMatchObject({
       Threshold: s.config.alarms.outboxUnpublishedAgeSeconds,
@@ -110,7 +121,12 @@ describe('the dev stage (a dev cluster created in the stage)', () => {
 
   it('charts outbox depth, oldest unpublished age and the relay’s counts for the emitting consumer', () => {
     const body = JSON.stringify(s.stateless.findResources('AWS::CloudWatch::Dashboard'));
-    for (const name of [MetricNames.OutboxDepth, MetricNames.OutboxOldestUnpublishedAgeSeconds, MetricNames.OutboxEventsPublished, MetricNames.OutboxPublishRefused]) {
+    for (const name of [
+      MetricNames.OutboxDepth,
+      MetricNames.OutboxOldestUnpublishedAgeSeconds,
+      MetricNames.OutboxEventsPublished,
+      MetricNames.OutboxPublishRefused,
+    ]) {
       expect(body, name).toContain(`\\"${name}\\"`);
     }
     expect(body).toContain('case-sla: outbox');
@@ -173,7 +189,9 @@ describe('a stage where no deployed consumer emits', () => {
       String(f.Properties!.Description).startsWith('Kafka inbox outbox relay'),
     );
     expect(relays).toEqual([]);
-    expect(JSON.stringify(s.stateless.findResources('AWS::CloudWatch::Alarm'))).not.toContain(MetricNames.OutboxOldestUnpublishedAgeSeconds);
+    expect(JSON.stringify(s.stateless.findResources('AWS::CloudWatch::Alarm'))).not.toContain(
+      MetricNames.OutboxOldestUnpublishedAgeSeconds,
+    );
     expect(JSON.stringify(s.stateless.findResources('AWS::CloudWatch::Dashboard'))).not.toContain(MetricNames.OutboxDepth);
   });
 });

@@ -37,7 +37,7 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     s = synthesize({ stage: 'example-schema-registry', bundle: false });
   });
 
-  it('puts SchemaRegistryConfig with the declared URI, format and validation on notification-service\'s mapping only', () => {
+  it("puts SchemaRegistryConfig with the declared URI, format and validation on notification-service's mapping only", () => {
     const all = mappings(s.stateless);
     expect(all).toHaveLength(CONSUMERS.flatMap((c) => c.topics).length);
     const withRegistry = all.filter((m) => m.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig !== undefined);
@@ -52,7 +52,7 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect(withRegistry[0]!.ProvisionedPollerConfig).toEqual({ MinimumPollers: 1, MaximumPollers: 2 });
   });
 
-  it('grants Glue reads on that registry and its schemas to notification-service\'s ingest role only', () => {
+  it("grants Glue reads on that registry and its schemas to notification-service's ingest role only", () => {
     const glue = statements(s.stateless).filter((st) => actionsOf(st).some((a) => a.startsWith('glue:')));
     expect(new Set(glue.map((st) => st.policy)).size).toBe(1);
     expect(glue[0]!.policy).toMatch(/^NotificationServiceIngestFunctionServiceRoleDefaultPolicy/);
@@ -62,14 +62,19 @@ describe('the example-schema-registry stage (cdk.json)', () => {
         Action: 'glue:GetSchemaVersion',
         Resource: [
           REGISTRY_ARN,
-          { 'Fn::Sub': ['arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:schema/${registryName}/*', { registryName: 'payments' }] },
+          {
+            'Fn::Sub': [
+              'arn:${AWS::Partition}:glue:${AWS::Region}:${AWS::AccountId}:schema/${registryName}/*',
+              { registryName: 'payments' },
+            ],
+          },
         ],
       },
     ]);
     expect(JSON.stringify(glue)).not.toContain('"*"');
   });
 
-  it('alarms on the mapping\'s SchemaRegistryErrorCount for that consumer only, naming the runbook section', () => {
+  it("alarms on the mapping's SchemaRegistryErrorCount for that consumer only, naming the runbook section", () => {
     const alarms = Object.values(s.stateless.findResources('AWS::CloudWatch::Alarm') as Resources).filter((a) =>
       String(a.Properties.AlarmDescription).includes(`"Runbook: ${RUNBOOK.schemaRegistryErrors}"`),
     );
@@ -79,9 +84,9 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect(alarm.Threshold).toBe(0);
     expect(alarm.ComparisonOperator).toBe('GreaterThanThreshold');
     const metrics = (alarm.Metrics as Array<{ Id: string; Expression?: string; MetricStat?: any }>).filter((m) => m.MetricStat);
-    expect(metrics.map((m) => [m.MetricStat.Metric.Namespace, m.MetricStat.Metric.MetricName, m.MetricStat.Metric.Dimensions[0].Name])).toEqual([
-      ['AWS/Lambda', 'SchemaRegistryErrorCount', 'EventSourceMappingUUID'],
-    ]);
+    expect(
+      metrics.map((m) => [m.MetricStat.Metric.Namespace, m.MetricStat.Metric.MetricName, m.MetricStat.Metric.Dimensions[0].Name]),
+    ).toEqual([['AWS/Lambda', 'SchemaRegistryErrorCount', 'EventSourceMappingUUID']]);
     const [mappingId] = Object.entries(s.stateless.findResources('AWS::Lambda::EventSourceMapping') as Resources).find(
       ([, m]) => groupOf(m.Properties) === 'notification-service',
     )!;
@@ -90,7 +95,7 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryErrors}\n`);
   });
 
-  it('tells that consumer\'s ingest function its registry (SCHEMA_REGISTRY, no secret) and no other function', () => {
+  it("tells that consumer's ingest function its registry (SCHEMA_REGISTRY, no secret) and no other function", () => {
     const functions = Object.values(s.stateless.findResources('AWS::Lambda::Function') as Resources);
     const withRegistry = functions.filter((f) => f.Properties.Environment?.Variables?.SCHEMA_REGISTRY !== undefined);
     expect(withRegistry.map((f) => f.Properties.Environment.Variables.CONSUMER_NAME)).toEqual(['notification-service']);
@@ -112,7 +117,15 @@ describe('the example-schema-registry stage (cdk.json)', () => {
     expect([alarm.Threshold, alarm.ComparisonOperator]).toEqual([0, 'GreaterThanThreshold']);
     const stats = (alarm.Metrics as Array<{ MetricStat?: any }>).filter((m) => m.MetricStat).map((m) => m.MetricStat);
     expect(stats.map((m) => [m.Metric.Namespace, m.Metric.MetricName, m.Metric.Dimensions, m.Stat])).toEqual([
-      ['KafkaInbox', 'SchemaRegistryUnavailable', [{ Name: 'ConsumerName', Value: 'notification-service' }, { Name: 'service', Value: 'kafka-inbox' }], 'Sum'],
+      [
+        'KafkaInbox',
+        'SchemaRegistryUnavailable',
+        [
+          { Name: 'ConsumerName', Value: 'notification-service' },
+          { Name: 'service', Value: 'kafka-inbox' },
+        ],
+        'Sum',
+      ],
     ]);
     const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
     expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryUnavailable}\n`);
@@ -151,7 +164,7 @@ describe('a Confluent registry set by a stage', () => {
     });
   });
 
-  it('configures the URL, the secret as BASIC_AUTH, both attributes and the SOURCE format on that consumer\'s mapping only', () => {
+  it("configures the URL, the secret as BASIC_AUTH, both attributes and the SOURCE format on that consumer's mapping only", () => {
     const withRegistry = mappings(s.stateless).filter((m) => m.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig !== undefined);
     expect(withRegistry.map((m) => [groupOf(m), m.AmazonManagedKafkaEventSourceConfig.SchemaRegistryConfig])).toEqual([
       [
@@ -166,7 +179,7 @@ describe('a Confluent registry set by a stage', () => {
     ]);
   });
 
-  it('grants reading exactly that secret, and decrypting with its key only through Secrets Manager, to case-projection\'s ingest role only', () => {
+  it("grants reading exactly that secret, and decrypting with its key only through Secrets Manager, to case-projection's ingest role only", () => {
     const reads = statements(s.stateless).filter((st) => JSON.stringify(st.Resource).includes(SECRET_ARN));
     expect(reads).toHaveLength(1);
     expect(reads[0]!.policy).toMatch(/^CaseProjectionIngestFunctionServiceRoleDefaultPolicy/);
@@ -187,7 +200,7 @@ describe('a Confluent registry set by a stage', () => {
 });
 
 describe('a Glue registry on a dev cluster', () => {
-  it('adds a Glue interface endpoint that admits only the dev cluster\'s pollers and the functions', () => {
+  it("adds a Glue interface endpoint that admits only the dev cluster's pollers and the functions", () => {
     const s = synthesize({
       bundle: false,
       overrides: { consumers: { 'case-sla': { schemaRegistry: { type: 'glue', registryArn: REGISTRY_ARN } } } },

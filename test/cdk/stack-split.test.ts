@@ -10,7 +10,10 @@ import { readFileSync } from 'node:fs';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { synthesize, type Synthesized } from './synth';
 
-const BEFORE = JSON.parse(readFileSync(new URL('../fixtures/cdk/dev-stateless-before-split.json', import.meta.url), 'utf8')) as [string, string][];
+const BEFORE = JSON.parse(readFileSync(new URL('../fixtures/cdk/dev-stateless-before-split.json', import.meta.url), 'utf8')) as [
+  string,
+  string,
+][];
 
 let s: Synthesized;
 beforeAll(() => {
@@ -18,13 +21,19 @@ beforeAll(() => {
 });
 
 const key = ([type, id]: [string, string]) => `${type} ${id}`;
-const resourcesIn = (t: { toJSON(): { [k: string]: any } }) => Object.entries(t.toJSON().Resources as Record<string, { Type: string }>).map(([id, r]) => `${r.Type} ${id}`);
+const resourcesIn = (t: { toJSON(): { [k: string]: any } }) =>
+  Object.entries(t.toJSON().Resources as Record<string, { Type: string }>).map(([id, r]) => `${r.Type} ${id}`);
 
 /** A consumer's resources are under its construct (CaseProjection…) or its alarms' (Alarmscaseprojection…). */
-const OF_A_CONSUMER = /^[A-Za-z:]+ (CaseProjection|CaseSla|NotificationService|Alarmscaseprojection|Alarmscasesla|Alarmsnotificationservice)/;
+const OF_A_CONSUMER =
+  /^[A-Za-z:]+ (CaseProjection|CaseSla|NotificationService|Alarmscaseprojection|Alarmscasesla|Alarmsnotificationservice)/;
 
 /** Logical ids that carry a hash of what they belong to: named without it. */
-const normalized = (r: string) => r.replace(/(KafkaEventSource)[A-Za-z0-9]+$/, '$1…').replace(/(CurrentVersion)[0-9A-Fa-f]+$/, '$1…').replace(/[0-9A-F]{8}$/, '');
+const normalized = (r: string) =>
+  r
+    .replace(/(KafkaEventSource)[A-Za-z0-9]+$/, '$1…')
+    .replace(/(CurrentVersion)[0-9A-Fa-f]+$/, '$1…')
+    .replace(/[0-9A-F]{8}$/, '');
 
 describe('the dev stage of three consumers, split', () => {
   it("keeps every shared resource in the platform stack and moves each consumer's into the consumer stack, under the same logical ids", () => {
@@ -56,14 +65,23 @@ describe('the dev stage of three consumers, split', () => {
   it("adds only the parameters the stacks share, the consumers' directory entries, and the replacements", () => {
     const before = new Set(BEFORE.map(key));
     const added = [
-      ...resourcesIn(s.platform).filter((r) => !before.has(r)).map((r) => `platform: ${normalized(r)}`),
-      ...resourcesIn(s.consumerStacks.main!).filter((r) => !before.has(r)).map((r) => `main: ${normalized(r)}`),
+      ...resourcesIn(s.platform)
+        .filter((r) => !before.has(r))
+        .map((r) => `platform: ${normalized(r)}`),
+      ...resourcesIn(s.consumerStacks.main!)
+        .filter((r) => !before.has(r))
+        .map((r) => `main: ${normalized(r)}`),
     ];
     expect(added.sort()).toEqual(
       [
-        ...['failedRecordsBucketArn', 'scheduleGroupName', 'schedulerRoleArn', 'schedulesDeadLetterQueueArn', 'failedInvocationsQueueArn', 'alarmTopicArn'].map(
-          (k) => `platform: AWS::SSM::Parameter Parameter${k}`,
-        ),
+        ...[
+          'failedRecordsBucketArn',
+          'scheduleGroupName',
+          'schedulerRoleArn',
+          'schedulesDeadLetterQueueArn',
+          'failedInvocationsQueueArn',
+          'alarmTopicArn',
+        ].map((k) => `platform: AWS::SSM::Parameter Parameter${k}`),
         'platform: AWS::Lambda::Version MigrationsFunctionCurrentVersion…',
         ...['CaseProjection', 'CaseSla', 'NotificationService'].flatMap((c) => [
           `main: AWS::SSM::Parameter ${c}DirectoryEntry`,

@@ -35,7 +35,9 @@ function parametersReadBy(s: Synthesized): string[] {
 }
 
 function parametersWrittenBy(s: Synthesized): string[] {
-  return Object.values(s.stateful.findResources('AWS::SSM::Parameter')).map((p) => p.Properties.Name as string).sort();
+  return Object.values(s.stateful.findResources('AWS::SSM::Parameter'))
+    .map((p) => p.Properties.Name as string)
+    .sort();
 }
 
 const toggle = (stage: string, before: Record<string, unknown>, after: Record<string, unknown>) => ({
@@ -57,7 +59,10 @@ const TOGGLES: [string, () => { before: Synthesized; after: Synthesized }][] = [
       toggle(
         'dev',
         {},
-        { msk: { clusterArn: CLUSTER_ARN }, relay: { bootstrapBrokers: 'b-1.prod.kafka.eu-west-1.amazonaws.com:9098,b-2.prod.kafka.eu-west-1.amazonaws.com:9098' } },
+        {
+          msk: { clusterArn: CLUSTER_ARN },
+          relay: { bootstrapBrokers: 'b-1.prod.kafka.eu-west-1.amazonaws.com:9098,b-2.prod.kafka.eu-west-1.amazonaws.com:9098' },
+        },
       ),
   ],
   [

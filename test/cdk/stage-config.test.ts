@@ -6,7 +6,20 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, reservedConcurrencyOf, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { runtimeRoles } from '../../functions/lib/database-roles';
-import { actionsOf, CLUSTER_ARN, EXISTING_CLUSTER, EXISTING_NETWORK, databaseUsersOf, inboxFunctions, statefulParameterRef, statefulParameterValue, statementsOfRole, synthesize, unacknowledgedNagErrors, type Synthesized } from './synth';
+import {
+  actionsOf,
+  CLUSTER_ARN,
+  EXISTING_CLUSTER,
+  EXISTING_NETWORK,
+  databaseUsersOf,
+  inboxFunctions,
+  statefulParameterRef,
+  statefulParameterValue,
+  statementsOfRole,
+  synthesize,
+  unacknowledgedNagErrors,
+  type Synthesized,
+} from './synth';
 
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
@@ -31,7 +44,9 @@ describe('stage configuration', () => {
   it('requires exactly one of an imported cluster ARN and a dev cluster', () => {
     expect(configError({}).message).toContain('stages.test.msk: set exactly one of msk.clusterArn and msk.createDevCluster=true');
     expect(configError({ msk: { clusterArn: CLUSTER_ARN, createDevCluster: true } }).message).toContain('stages.test.msk:');
-    expect(configError({ msk: { clusterArn: 'arn:aws:kafka:eu-west-1:1:cluster/x' } }).message).toContain('stages.test.msk.clusterArn: must be an MSK cluster ARN');
+    expect(configError({ msk: { clusterArn: 'arn:aws:kafka:eu-west-1:1:cluster/x' } }).message).toContain(
+      'stages.test.msk.clusterArn: must be an MSK cluster ARN',
+    );
   });
 
   it('names every bad per-consumer setting with its path', () => {
@@ -44,7 +59,9 @@ describe('stage configuration', () => {
       },
     }).message;
     expect(message).toContain('stages.test.consumers.case-sla: minPollers must not exceed maxPollers');
-    expect(message).toContain('stages.test.consumers.case-projection: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (300)');
+    expect(message).toContain(
+      'stages.test.consumers.case-projection: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (300)',
+    );
     expect(message).toContain('stages.test.consumers.no-such-consumer: no consumer declaration has this name');
   });
 
@@ -73,15 +90,29 @@ describe('stage configuration', () => {
   it("lets a consumer's entry override only what it names: the rest is the stage's consumerDefaults, not the built-in defaults", () => {
     const config = parseStageConfig(
       'test',
-      { ...EXISTING_CLUSTER, consumerDefaults: { maxPollers: 8, workerMaxConcurrency: 6, pollerGroupName: 'shared' }, consumers: { 'case-sla': { minPollers: 2 } } },
+      {
+        ...EXISTING_CLUSTER,
+        consumerDefaults: { maxPollers: 8, workerMaxConcurrency: 6, pollerGroupName: 'shared' },
+        consumers: { 'case-sla': { minPollers: 2 } },
+      },
       CONSUMERS,
     );
-    expect(config.consumers.find((c) => c.name === 'case-sla')).toMatchObject({ minPollers: 2, maxPollers: 8, workerMaxConcurrency: 6, pollerGroupName: 'shared' });
+    expect(config.consumers.find((c) => c.name === 'case-sla')).toMatchObject({
+      minPollers: 2,
+      maxPollers: 8,
+      workerMaxConcurrency: 6,
+      pollerGroupName: 'shared',
+    });
   });
 
   it('refuses a reserved concurrency below the maximum concurrency: fanned-out workers would be throttled', () => {
-    const message = configError({ ...EXISTING_CLUSTER, consumers: { 'case-sla': { workerMaxConcurrency: 6, workerReservedConcurrency: 3 } } }).message;
-    expect(message).toContain('stages.test.consumers.case-sla: workerReservedConcurrency must be at least workerMaxConcurrency (6), or false');
+    const message = configError({
+      ...EXISTING_CLUSTER,
+      consumers: { 'case-sla': { workerMaxConcurrency: 6, workerReservedConcurrency: 3 } },
+    }).message;
+    expect(message).toContain(
+      'stages.test.consumers.case-sla: workerReservedConcurrency must be at least workerMaxConcurrency (6), or false',
+    );
   });
 
   it('refuses a reaper timeout that leaves no time above its safety margin', () => {
@@ -97,7 +128,7 @@ describe('stage configuration', () => {
   });
 });
 
-describe('a consumer\'s schema registry', () => {
+describe("a consumer's schema registry", () => {
   const GLUE = { type: 'glue' as const, registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' };
   const CONFLUENT = {
     type: 'confluent' as const,
@@ -110,7 +141,8 @@ describe('a consumer\'s schema registry', () => {
     ...stage,
     consumers: { 'notification-service': { schemaRegistry: registry } },
   });
-  const registryOf = (config: ReturnType<typeof parseStageConfig>, name: string) => config.consumers.find((c) => c.name === name)!.schemaRegistry;
+  const registryOf = (config: ReturnType<typeof parseStageConfig>, name: string) =>
+    config.consumers.find((c) => c.name === name)!.schemaRegistry;
 
   it('fills the defaults (the value, converted to JSON) for that consumer only', () => {
     const config = parseStageConfig('test', withRegistry(GLUE), CONSUMERS);
@@ -119,8 +151,10 @@ describe('a consumer\'s schema registry', () => {
     expect(config.consumers.filter((c) => c.schemaRegistry !== undefined).map((c) => c.name)).toEqual(['notification-service']);
   });
 
-  it('takes the declaration\'s registry, and lets the stage replace it', () => {
-    const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { ...GLUE, recordFormat: 'SOURCE' as const } } : c));
+  it("takes the declaration's registry, and lets the stage replace it", () => {
+    const declared = CONSUMERS.map((c) =>
+      c.name === 'case-sla' ? { ...c, schemaRegistry: { ...GLUE, recordFormat: 'SOURCE' as const } } : c,
+    );
     const fromDeclaration = parseStageConfig('test', EXISTING_CLUSTER, declared);
     const replaced = parseStageConfig('test', { ...EXISTING_CLUSTER, consumers: { 'case-sla': { schemaRegistry: CONFLUENT } } }, declared);
 
@@ -128,8 +162,12 @@ describe('a consumer\'s schema registry', () => {
     expect(registryOf(replaced, 'case-sla')).toEqual({ ...CONFLUENT, validate: ['VALUE'], recordFormat: 'JSON' });
   });
 
-  it('validates a declaration\'s registry like a stage\'s, naming the declaration', () => {
-    const declared = CONSUMERS.map((c) => (c.name === 'case-sla' ? { ...c, schemaRegistry: { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/x/y' } as never } : c));
+  it("validates a declaration's registry like a stage's, naming the declaration", () => {
+    const declared = CONSUMERS.map((c) =>
+      c.name === 'case-sla'
+        ? { ...c, schemaRegistry: { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/x/y' } as never }
+        : c,
+    );
 
     expect(() => parseStageConfig('test', EXISTING_CLUSTER, declared)).toThrow(
       'consumer declaration case-sla: schemaRegistry.registryArn: must be a Glue registry ARN',
@@ -137,31 +175,46 @@ describe('a consumer\'s schema registry', () => {
   });
 
   it.each([
-    ['a schema ARN for a registry ARN', { ...GLUE, registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/payments/x' }, 'schemaRegistry.registryArn: must be a Glue registry ARN'],
+    [
+      'a schema ARN for a registry ARN',
+      { ...GLUE, registryArn: 'arn:aws:glue:eu-west-1:123456789012:schema/payments/x' },
+      'schemaRegistry.registryArn: must be a Glue registry ARN',
+    ],
     ['a misspelt key', { type: 'glue', registryARN: GLUE.registryArn }, 'schemaRegistry: Unrecognized key: "registryARN"'],
     ['an unknown registry type', { type: 'avro' }, 'schemaRegistry.type: Invalid discriminator value'],
     ['an attribute twice', { ...GLUE, validate: ['VALUE', 'VALUE'] }, 'schemaRegistry.validate: each attribute once'],
     ['no attribute', { ...GLUE, validate: [] }, 'schemaRegistry.validate: Too small'],
     ['an unknown record format', { ...GLUE, recordFormat: 'AVRO' }, 'schemaRegistry.recordFormat: Invalid option'],
     ['a plain-http Confluent URL', { ...CONFLUENT, url: 'http://registry:8081' }, 'schemaRegistry.url: must be an https URL'],
-    ['a secret ARN without its suffix', { ...CONFLUENT, secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry' }, 'schemaRegistry.secretArn: must be a complete Secrets Manager secret ARN'],
+    [
+      'a secret ARN without its suffix',
+      { ...CONFLUENT, secretArn: 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:registry' },
+      'schemaRegistry.secretArn: must be a complete Secrets Manager secret ARN',
+    ],
   ])('refuses %s, with its path', (_name, registry, expected) => {
     const message = configError(withRegistry(registry)).message;
 
     expect(message).toContain(`stages.test.consumers.notification-service.${expected}`);
   });
 
-  it('refuses a Glue registry outside the stage\'s account and region', () => {
+  it("refuses a Glue registry outside the stage's account and region", () => {
     const message = configError(withRegistry(GLUE, { account: '210987654321', region: 'eu-west-1' })).message;
 
-    expect(message).toContain("stages.test.consumers.notification-service.schemaRegistry.registryArn: must be in the stage's account and region (210987654321, eu-west-1)");
+    expect(message).toContain(
+      "stages.test.consumers.notification-service.schemaRegistry.registryArn: must be in the stage's account and region (210987654321, eu-west-1)",
+    );
     expect(() => parseStageConfig('test', withRegistry(GLUE, { account: '123456789012', region: 'eu-west-1' }), CONSUMERS)).not.toThrow();
   });
 
   it('refuses a Confluent registry on a dev cluster, whose subnets cannot reach it', () => {
-    const message = configError({ msk: { createDevCluster: true }, consumers: { 'notification-service': { schemaRegistry: CONFLUENT } } }).message;
+    const message = configError({
+      msk: { createDevCluster: true },
+      consumers: { 'notification-service': { schemaRegistry: CONFLUENT } },
+    }).message;
 
-    expect(message).toContain("stages.test.consumers.notification-service.schemaRegistry: a Confluent registry needs a route from the cluster's subnets");
+    expect(message).toContain(
+      "stages.test.consumers.notification-service.schemaRegistry: a Confluent registry needs a route from the cluster's subnets",
+    );
   });
 });
 
@@ -188,15 +241,27 @@ describe('a production-shaped stage', () => {
     const sla = mappings.filter((m) => String(m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId).startsWith('case-sla'));
     expect(sla.map((m) => [m.Topics[0], m.AmazonManagedKafkaEventSourceConfig.ConsumerGroupId, m.ProvisionedPollerConfig])).toEqual([
       // The dev stage's poller group (consumerDefaults) holds for a consumer's own poller counts too.
-      ['regulatory.case.events.v1', 'case-sla.regulatory.case.events.v1', { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' }],
-      ['regulatory.case.replays.v1', 'case-sla.regulatory.case.replays.v1', { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' }],
+      [
+        'regulatory.case.events.v1',
+        'case-sla.regulatory.case.events.v1',
+        { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' },
+      ],
+      [
+        'regulatory.case.replays.v1',
+        'case-sla.regulatory.case.replays.v1',
+        { MinimumPollers: 2, MaximumPollers: 4, PollerGroupName: 'kafka-inbox-dev' },
+      ],
     ]);
   });
 
   it('scopes MSK IAM to the literal topic and group ARNs of the imported cluster', () => {
     const json = JSON.stringify(s.stateless.findResources('AWS::IAM::Policy'));
-    expect(json).toContain('"arn:aws:kafka:eu-west-1:123456789012:topic/prod-cluster/11111111-2222-3333-4444-555555555555-3/regulatory.case.replays.v1"');
-    expect(json).toContain('"arn:aws:kafka:eu-west-1:123456789012:group/prod-cluster/11111111-2222-3333-4444-555555555555-3/case-sla.regulatory.case.replays.v1"');
+    expect(json).toContain(
+      '"arn:aws:kafka:eu-west-1:123456789012:topic/prod-cluster/11111111-2222-3333-4444-555555555555-3/regulatory.case.replays.v1"',
+    );
+    expect(json).toContain(
+      '"arn:aws:kafka:eu-west-1:123456789012:group/prod-cluster/11111111-2222-3333-4444-555555555555-3/case-sla.regulatory.case.replays.v1"',
+    );
     s.stateful.resourceCountIs('AWS::MSK::ServerlessCluster', 0);
   });
 
@@ -245,10 +310,15 @@ describe('a production-shaped stage', () => {
       }
       expect(users).toEqual([f.environment.DB_IAM_USER]);
       // The resource id the stateful stack publishes for the endpoint the functions use.
-      for (const r of resources) expect(r).toContain(`dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/${String(f.environment.DB_IAM_USER)}"`);
+      for (const r of resources)
+        expect(r).toContain(
+          `dbuser:",${JSON.stringify(statefulParameterRef(s, 'connectResourceId'))},"/${String(f.environment.DB_IAM_USER)}"`,
+        );
     }
     // prx-<id>: the last segment of the proxy's ARN.
-    expect(JSON.stringify(statefulParameterValue(s, 'connectResourceId'))).toMatch(/^\{"Fn::Select":\[6,\{"Fn::Split":\[":",\{"Fn::GetAtt":\["[A-Za-z0-9]*Proxy[A-Za-z0-9]*","DBProxyArn"\]\}\]\}\]\}$/);
+    expect(JSON.stringify(statefulParameterValue(s, 'connectResourceId'))).toMatch(
+      /^\{"Fn::Select":\[6,\{"Fn::Split":\[":",\{"Fn::GetAtt":\["[A-Za-z0-9]*Proxy[A-Za-z0-9]*","DBProxyArn"\]\}\]\}\]\}$/,
+    );
   });
 
   it('sends alarms to the existing topic instead of creating one', () => {
@@ -289,7 +359,11 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
     expect(configError({ ...EXISTING_CLUSTER, network: { ...EXISTING_NETWORK, subnetId: 'subnet-0123456789abcdef1' } }).message).toContain(
       'stages.test.network: Unrecognized key: "subnetId"',
     );
-    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).network).toEqual({ kind: 'existing', ...EXISTING_NETWORK, interfaceEndpoints: [] });
+    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).network).toEqual({
+      kind: 'existing',
+      ...EXISTING_NETWORK,
+      interfaceEndpoints: [],
+    });
   });
 
   it('asks for the zones of a created VPC when account and region are set, and then synthesizes with no lookup', () => {
@@ -321,7 +395,11 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
 
   it('reserves no concurrency by default, and checks a reservation against the declared account quota', () => {
     const reserving = { ...EXISTING_CLUSTER, consumerDefaults: { workerMaxConcurrency: 4, workerReservedConcurrency: true } };
-    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).consumers.map(reservedConcurrencyOf)).toEqual([undefined, undefined, undefined]);
+    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).consumers.map(reservedConcurrencyOf)).toEqual([
+      undefined,
+      undefined,
+      undefined,
+    ]);
     expect(configError(reserving).message).toContain(
       'stages.test.quotas.lambdaConcurrentExecutions: required when workers reserve concurrency (case-projection 5, case-sla 5, notification-service 5)',
     );
@@ -331,15 +409,26 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
     // Just enough; and a consumer that opts out leaves room.
     expect(() => parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 115 } }, CONSUMERS)).not.toThrow();
     expect(() =>
-      parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 110 }, consumers: { 'case-sla': { workerReservedConcurrency: false } } }, CONSUMERS),
+      parseStageConfig(
+        'test',
+        { ...reserving, quotas: { lambdaConcurrentExecutions: 110 }, consumers: { 'case-sla': { workerReservedConcurrency: false } } },
+        CONSUMERS,
+      ),
     ).not.toThrow();
 
-    const s = synthesize({ bundle: false, overrides: { consumerDefaults: { workerReservedConcurrency: true }, quotas: { lambdaConcurrentExecutions: 1000 } } });
-    const workers = Object.values(s.stateless.findResources('AWS::Lambda::Function')).filter((f) => String(f.Properties.Description).startsWith('Kafka inbox worker'));
-    expect(workers.map((w) => w.Properties.ReservedConcurrentExecutions)).toEqual(s.config.consumers.map((c) => c.workerMaxConcurrency + 1));
+    const s = synthesize({
+      bundle: false,
+      overrides: { consumerDefaults: { workerReservedConcurrency: true }, quotas: { lambdaConcurrentExecutions: 1000 } },
+    });
+    const workers = Object.values(s.stateless.findResources('AWS::Lambda::Function')).filter((f) =>
+      String(f.Properties.Description).startsWith('Kafka inbox worker'),
+    );
+    expect(workers.map((w) => w.Properties.ReservedConcurrentExecutions)).toEqual(
+      s.config.consumers.map((c) => c.workerMaxConcurrency + 1),
+    );
   });
 
-  it('keeps a poller group within Lambda\'s limits', () => {
+  it("keeps a poller group within Lambda's limits", () => {
     const topics = Array.from({ length: 11 }, (_, i) => `regulatory.case.events.v${i + 1}`);
     const message = configError({
       ...EXISTING_CLUSTER,

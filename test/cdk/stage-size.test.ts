@@ -42,7 +42,9 @@ describe('a stage of 53 consumers (the 3 shipped and 50 test-only), 12 to a cons
     const sizes = checkStackBudgets(s.app.synth());
     console.log(sizes.map((z) => `${z.stackName}: ${z.resources} resources, ${z.templateBytes} bytes`).join('\n'));
     expect(sizes.map((z) => z.stackName).sort()).toEqual(
-      ['stateful', 'stateless', 'consumers-main', ...[1, 2, 3, 4, 5].map((n) => `consumers-team-${n}`)].map((n) => `KafkaInbox-dev-${n}`).sort(),
+      ['stateful', 'stateless', 'consumers-main', ...[1, 2, 3, 4, 5].map((n) => `consumers-team-${n}`)]
+        .map((n) => `KafkaInbox-dev-${n}`)
+        .sort(),
     );
     for (const z of sizes) {
       expect(z.resources, z.stackName).toBeLessThanOrEqual(STACK_BUDGET.resources);
@@ -52,7 +54,9 @@ describe('a stage of 53 consumers (the 3 shipped and 50 test-only), 12 to a cons
   });
 
   it("keeps the ops function's environment the size it has with 3 consumers, far under Lambda's 4 KB", () => {
-    const [[, ops]] = resourcesOf(s.platform, 'AWS::Lambda::Function').filter(([, f]) => /^Kafka inbox operator/.test(f.Properties.Description)) as [[string, Resource]];
+    const [[, ops]] = resourcesOf(s.platform, 'AWS::Lambda::Function').filter(([, f]) =>
+      /^Kafka inbox operator/.test(f.Properties.Description),
+    ) as [[string, Resource]];
     const variables = ops.Properties.Environment.Variables as Record<string, unknown>;
     const bytes = JSON.stringify(variables).length;
     console.log(`ops environment: ${bytes} bytes of the template (the deployed values are shorter)`);
@@ -110,7 +114,7 @@ describe("a consumer's stack", () => {
   const declared = (stack?: string) => [...CONSUMERS, { ...teamConsumer(0), ...(stack === undefined ? {} : { stack }) }];
   const dev = CDK_JSON.context.stages.dev;
 
-  it('is the declaration\'s choice, or main; the stage may choose another', () => {
+  it("is the declaration's choice, or main; the stage may choose another", () => {
     const placed = (config: ReturnType<typeof parseStageConfig>) => Object.fromEntries(config.consumers.map((c) => [c.name, c.stack]));
     expect(placed(parseStageConfig('dev', dev, declared()))).toMatchObject({ 'case-projection': 'main', 'team-consumer-01': 'team-1' });
     const { stack: _unused, ...unplaced } = teamConsumer(0);
@@ -129,7 +133,9 @@ describe("a consumer's stack", () => {
     expect(parseStageConfig('dev', acknowledged, declared('team-2'), recorded).consumers.at(-1)!.stack).toBe('team-2');
     // A movedFrom that is not the record is a mistake too.
     const wrong = { ...(dev as object), consumers: { 'team-consumer-01': { movedFrom: 'main' } } };
-    expect(() => parseStageConfig('dev', wrong, declared('team-2'), recorded)).toThrow(/movedFrom: "main" is not where it is recorded \("team-1"\)/);
+    expect(() => parseStageConfig('dev', wrong, declared('team-2'), recorded)).toThrow(
+      /movedFrom: "main" is not where it is recorded \("team-1"\)/,
+    );
   });
 
   it('records every consumer of the stages in cdk.json, where it is deployed', () => {
@@ -161,7 +167,9 @@ describe('the budget check', () => {
       const tight = { resources: main.resources - 1, templateBytes: STACK_BUDGET.templateBytes };
       expect(() => checkStackBudgets(assembly, tight)).toThrow(StackBudgetError);
       expect(() => checkStackBudgets(assembly, tight)).toThrow(
-        new RegExp(`KafkaInbox-dev-consumers-main: ${main.resources} resources \\(budget ${main.resources - 1}, CloudFormation's limit 500\\)[\\s\\S]*move the consumers added last to another stack`),
+        new RegExp(
+          `KafkaInbox-dev-consumers-main: ${main.resources} resources \\(budget ${main.resources - 1}, CloudFormation's limit 500\\)[\\s\\S]*move the consumers added last to another stack`,
+        ),
       );
       expect(() => checkStackBudgets(assembly)).not.toThrow();
     } finally {

@@ -108,7 +108,8 @@ export function synthesize(options: {
 
 /** cdk-nag AwsSolutions errors that nobody acknowledged, as "rule: construct paths". */
 export function unacknowledgedNagErrors(app: App): string[] {
-  return new AwsSolutionsChecks(app).validateScope(app)
+  return new AwsSolutionsChecks(app)
+    .validateScope(app)
     .violations.filter((v) => v.severity === 'error')
     .map((v) => `${v.ruleName}: ${v.violatingResources.map((r) => r.constructPath).join(', ')}`);
 }

@@ -148,9 +148,7 @@ describe('the bundled functions', () => {
     const consumer = { CONSUMER_NAME: 'case-projection' };
 
     expect(await invoke('ingest', event, consumer)).toEqual({ batchItemFailures: [] });
-    expect(
-      await db.sql`select event_id, status from integration.consumer_inbox order by event_id`,
-    ).toEqual([
+    expect(await db.sql`select event_id, status from integration.consumer_inbox order by event_id`).toEqual([
       { event_id: 'evt_b1', status: 'RECEIVED' },
       { event_id: 'evt_b2', status: 'RECEIVED' },
     ]);
@@ -179,11 +177,21 @@ describe('the bundled functions', () => {
         topic: 'payment.completed',
         partition: 0,
         offset: 3,
-        value: { event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b', event_type: 'payment.completed', event_version: 1, org_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f', aggregate_id: 'pay_b1', occurred_at: '2026-07-03T09:15:30Z', payload: { amount: 1 } },
+        value: {
+          event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b',
+          event_type: 'payment.completed',
+          event_version: 1,
+          org_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f',
+          aggregate_id: 'pay_b1',
+          occurred_at: '2026-07-03T09:15:30Z',
+          payload: { amount: 1 },
+        },
       }),
     ]);
     expect(await invoke('ingest', payment, { CONSUMER_NAME: 'notification-service' })).toEqual({ batchItemFailures: [] });
-    expect(await db.sql`select source_event_id from public.notification_jobs`).toEqual([{ source_event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b' }]);
+    expect(await db.sql`select source_event_id from public.notification_jobs`).toEqual([
+      { source_event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b' },
+    ]);
 
     const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
@@ -232,21 +240,27 @@ describe('the bundled functions', () => {
     await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: accepted('case_r1', 'evt_r1') })]), consumer);
     expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({ claimed: 1, processed: 1 });
 
-    const relay = await invoke('relay', { source: 'schedule' }, {
-      KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-      AWS_REGION: 'eu-west-1',
-      // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-      AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-      AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-      KAFKA_RETRIES: '1',
-      KAFKA_CONNECTION_TIMEOUT_MS: '300',
-      RELAY_SAFETY_MARGIN_MS: '1000',
-    });
+    const relay = await invoke(
+      'relay',
+      { source: 'schedule' },
+      {
+        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
+        AWS_REGION: 'eu-west-1',
+        // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
+        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+        AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+        KAFKA_RETRIES: '1',
+        KAFKA_CONNECTION_TIMEOUT_MS: '300',
+        RELAY_SAFETY_MARGIN_MS: '1000',
+      },
+    );
 
     expect(relay).toEqual({ claimed: 1, published: 0, refused: 1, returned: 0, lost: 0, purged: 0 });
     expect(
       await db.sql`select source_event_id, aggregate_id, published_at, attempt_count, last_error_code from integration.outbox`,
-    ).toEqual([{ source_event_id: 'evt_r1', aggregate_id: 'case_r1', published_at: null, attempt_count: 1, last_error_code: 'PUBLISH_REFUSED' }]);
+    ).toEqual([
+      { source_event_id: 'evt_r1', aggregate_id: 'case_r1', published_at: null, attempt_count: 1, last_error_code: 'PUBLISH_REFUSED' },
+    ]);
   });
 
   it('the relay without brokers or region fails its cold start naming both', async () => {
@@ -256,7 +270,9 @@ describe('the bundled functions', () => {
   });
 
   it('a function with a bad configuration fails its cold start naming the variable', async () => {
-    await expect(invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest))).rejects.toMatchObject({
+    await expect(
+      invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest)),
+    ).rejects.toMatchObject({
       stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
     });
   });
@@ -280,9 +296,17 @@ describe('the bundled ingest wakes its worker', () => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        received.push({ method: req.method, url: req.url, invocationType: req.headers['x-amz-invocation-type'], body: JSON.parse(Buffer.concat(chunks).toString('utf8')) });
+        received.push({
+          method: req.method,
+          url: req.url,
+          invocationType: req.headers['x-amz-invocation-type'],
+          body: JSON.parse(Buffer.concat(chunks).toString('utf8')),
+        });
         if (answer === 'accept') res.writeHead(202).end();
-        if (answer === 'fail') res.writeHead(500, { 'x-amzn-errortype': 'ServiceException', 'content-type': 'application/json' }).end('{"message":"unavailable"}');
+        if (answer === 'fail')
+          res
+            .writeHead(500, { 'x-amzn-errortype': 'ServiceException', 'content-type': 'application/json' })
+            .end('{"message":"unavailable"}');
       });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -307,7 +331,9 @@ describe('the bundled ingest wakes its worker', () => {
   }
 
   const batch = () =>
-    mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_w1', `evt_w1_${Date.now()}`) })]);
+    mskEvent([
+      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_w1', `evt_w1_${Date.now()}`) }),
+    ]);
 
   it('sends one asynchronous Invoke of its worker, with the slot it reserved, after storing the batch', async () => {
     const api = await lambdaApi('accept');
@@ -334,7 +360,12 @@ describe('the bundled ingest wakes its worker', () => {
     const api = await lambdaApi(answer);
     try {
       const { stdout, stderr } = await invokeOutput('ingest', batch(), api.env);
-      const result = JSON.parse(stdout.split('\n').find((l) => l.startsWith('RESULT '))!.slice('RESULT '.length));
+      const result = JSON.parse(
+        stdout
+          .split('\n')
+          .find((l) => l.startsWith('RESULT '))!
+          .slice('RESULT '.length),
+      );
       const warning = `${stdout}\n${stderr}`.split('\n').find((l) => l.startsWith('{') && l.includes('"wake_up_failed"'));
 
       expect(result).toEqual({ batchItemFailures: [] });

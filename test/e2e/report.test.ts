@@ -19,7 +19,9 @@ import { findConsumer } from '../../functions/consumers';
 import type { Timeline } from '../../tools/local/timeline';
 import { embeddedEnv, REPO_ROOT, run, type Finished } from './support';
 
-const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find((p) => p !== undefined && existsSync(p));
+const CHROMIUM = [process.env.CHROMIUM_PATH, '/usr/bin/chromium', '/usr/bin/chromium-browser'].find(
+  (p) => p !== undefined && existsSync(p),
+);
 const OUTPUT_DIR = join(REPO_ROOT, 'test-output');
 const CONSUMERS = ['case-projection', 'case-sla', 'notification-service'];
 
@@ -31,10 +33,14 @@ beforeAll(async () => {
   tmp = mkdtempSync(join(tmpdir(), 'inbox-e2e-report-'));
   chmodSync(tmp, 0o755);
   report = join(tmp, 'report.html');
-  result = await run('npm', ['start', '--silent', '--', '--events', '600', '--seed', '3', '--tick-ms', '100', '--log-level', 'silent', '--report', report], {
-    cwd: REPO_ROOT,
-    env: embeddedEnv({ TMPDIR: tmp }),
-  });
+  result = await run(
+    'npm',
+    ['start', '--silent', '--', '--events', '600', '--seed', '3', '--tick-ms', '100', '--log-level', 'silent', '--report', report],
+    {
+      cwd: REPO_ROOT,
+      env: embeddedEnv({ TMPDIR: tmp }),
+    },
+  );
 });
 
 afterAll(() => {
@@ -59,7 +65,9 @@ describe('npm start', () => {
 /** What the page's code below touches of the browser and of Chart.js. */
 interface PageElement {
   getAttribute(name: string): string;
-  querySelector(selector: string): PageElement & { getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } };
+  querySelector(
+    selector: string,
+  ): PageElement & { getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } };
   textContent: string;
 }
 interface PageGlobals {
@@ -92,7 +100,14 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
     const browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
-      args: ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+      args: [
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+        '--no-first-run',
+      ],
       viewport: { width: 1800, height: 1200 },
     });
     try {
@@ -122,7 +137,12 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
           const pad = 3;
           const pixels = canvas
             .getContext('2d')
-            .getImageData((area.left - pad) * ratio, (area.top - pad) * ratio, (area.width + 2 * pad) * ratio, (area.height + 2 * pad) * ratio).data;
+            .getImageData(
+              (area.left - pad) * ratio,
+              (area.top - pad) * ratio,
+              (area.width + 2 * pad) * ratio,
+              (area.height + 2 * pad) * ratio,
+            ).data;
           let ink = 0;
           for (let i = 0; i < pixels.length; i += 4) {
             const [r, g, b] = [pixels[i]!, pixels[i + 1]!, pixels[i + 2]!];
@@ -168,7 +188,11 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
     }
     // The run moved records and events for every consumer.
     for (const c of CONSUMERS) {
-      for (const [id, label] of [['ingest', 'RecordsReceived'], ['processing', 'EventsProcessed'], ['backlog', 'DueDepth']] as const) {
+      for (const [id, label] of [
+        ['ingest', 'RecordsReceived'],
+        ['processing', 'EventsProcessed'],
+        ['backlog', 'DueDepth'],
+      ] as const) {
         const series = timeline.widgets.find((t) => t.consumer === c && t.id === id)!.series.find((s) => s.label === label)!;
         expect(series.hasData, `${c}/${id} ${label}`).toBe(true);
       }

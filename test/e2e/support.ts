@@ -57,7 +57,9 @@ export function start(command: string, args: readonly string[], options: SpawnOp
         ? Promise.resolve(stdout)
         : new Promise((resolve, reject) => {
             waiters.push({ pattern, resolve });
-            void finished.then((f) => reject(new Error(`exited (${f.code ?? f.signal}) before printing ${pattern}:\n${f.stdout}\n${f.stderr}`)));
+            void finished.then((f) =>
+              reject(new Error(`exited (${f.code ?? f.signal}) before printing ${pattern}:\n${f.stdout}\n${f.stderr}`)),
+            );
           }),
     finished,
   };

@@ -37,7 +37,6 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-
 async function sleep(ms: number): Promise<void> {
   await new Promise((r) => setTimeout(r, ms));
 }
@@ -122,7 +121,8 @@ export async function emptyDatabase(): Promise<TestDatabase> {
   await db.sql.unsafe(`
     drop schema integration cascade; drop schema read_model cascade; drop schema case_core cascade;
     drop table public.notification_jobs; drop table public.inbox_schema_migrations;`);
-  const left = await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
+  const left =
+    await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
   if (left.length > 0) throw new Error(`emptyDatabase: left behind ${JSON.stringify(left)}`);
   return db;
 }

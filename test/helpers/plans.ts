@@ -57,7 +57,8 @@ export function nodes(plan: PlanNode): PlanNode[] {
 export function rowsVisited(plan: PlanNode): number {
   return nodes(plan).reduce(
     (sum, n) =>
-      sum + ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Join Filter'] ?? 0)) * (n['Actual Loops'] ?? 1),
+      sum +
+      ((n['Actual Rows'] ?? 0) + (n['Rows Removed by Filter'] ?? 0) + (n['Rows Removed by Join Filter'] ?? 0)) * (n['Actual Loops'] ?? 1),
     0,
   );
 }

@@ -20,7 +20,6 @@ declare module 'vitest' {
   }
 }
 
-
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   let embedded: EmbeddedDatabase | undefined;
   const external = process.env.TEST_DATABASE_URL;

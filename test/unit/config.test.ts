@@ -80,12 +80,16 @@ describe('parseConfig', () => {
   });
 
   it('names a missing database variable', () => {
-    expect(errorOf(() => parseConfig({})).message).toMatch(/DATABASE_URL: set DATABASE_URL \(local\), DB_IAM_USER \(AWS\) or DB_SECRET_ARN/);
+    expect(errorOf(() => parseConfig({})).message).toMatch(
+      /DATABASE_URL: set DATABASE_URL \(local\), DB_IAM_USER \(AWS\) or DB_SECRET_ARN/,
+    );
   });
 
   it('refuses both DATABASE_URL and DB_SECRET_ARN', () => {
     const error = errorOf(() => parseConfig({ ...LOCAL, DB_SECRET_ARN: 'arn:aws:secretsmanager:x' }));
-    expect(error.message).toMatch(/DB_SECRET_ARN: set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DATABASE_URL and DB_SECRET_ARN/);
+    expect(error.message).toMatch(
+      /DB_SECRET_ARN: set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not DATABASE_URL and DB_SECRET_ARN/,
+    );
   });
 
   it.each([
@@ -121,7 +125,9 @@ describe('consumer selection', () => {
 
   it('names an unknown consumer and lists the known ones', () => {
     const error = errorOf(() => getConsumer('case-projector'));
-    expect(error.message).toMatch(/CONSUMER_NAME: unknown consumer "case-projector" \(known: case-projection, case-sla, notification-service\)/);
+    expect(error.message).toMatch(
+      /CONSUMER_NAME: unknown consumer "case-projector" \(known: case-projection, case-sla, notification-service\)/,
+    );
   });
 });
 
@@ -143,9 +149,7 @@ describe('IAM database authentication: configuration', () => {
   });
 
   it('refuses TLS that does not verify the server: the token is a credential', () => {
-    expect(errorOf(() => parseConfig({ ...IAM, DB_SSL: 'require' })).message).toContain(
-      'DB_SSL: must be verify-full with DB_IAM_USER',
-    );
+    expect(errorOf(() => parseConfig({ ...IAM, DB_SSL: 'require' })).message).toContain('DB_SSL: must be verify-full with DB_IAM_USER');
   });
 
   it('refuses a second way to connect beside it', () => {

@@ -34,7 +34,9 @@ describe('IAM database authentication: the client', () => {
       expect(options.ssl.rejectUnauthorized).toBe(true);
       const elsewhere = { subject: { CN: 'elsewhere.example.com' }, subjectaltname: 'DNS:elsewhere.example.com' };
       expect(options.ssl.checkServerIdentity('ignored', elsewhere)).toMatchObject({ code: 'ERR_TLS_CERT_ALTNAME_INVALID' });
-      expect(options.ssl.checkServerIdentity('ignored', { subject: { CN: IAM.DB_HOST }, subjectaltname: `DNS:${IAM.DB_HOST}` })).toBeUndefined();
+      expect(
+        options.ssl.checkServerIdentity('ignored', { subject: { CN: IAM.DB_HOST }, subjectaltname: `DNS:${IAM.DB_HOST}` }),
+      ).toBeUndefined();
       // postgres.js calls the password function each time it opens a connection.
       expect(typeof options.pass).toBe('function');
       expect([await options.pass(), await options.pass()]).toEqual(['token-1', 'token-2']);

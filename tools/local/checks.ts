@@ -86,13 +86,19 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
       const row = rows.get(eventId);
       if (row === undefined) wrong.push(`${consumer}/${eventId}: no inbox row (expected ${e.status})`);
       else if (row.status !== e.status || (e.errorCode !== undefined && row.error_code !== e.errorCode)) {
-        wrong.push(`${consumer}/${eventId}: ${row.status}${row.error_code ? ` ${row.error_code}` : ''}, expected ${e.status}${e.errorCode ? ` ${e.errorCode}` : ''}`);
+        wrong.push(
+          `${consumer}/${eventId}: ${row.status}${row.error_code ? ` ${row.error_code}` : ''}, expected ${e.status}${e.errorCode ? ` ${e.errorCode}` : ''}`,
+        );
       }
     }
     for (const eventId of rows.keys()) if (!expected.has(eventId)) wrong.push(`${consumer}/${eventId}: an inbox row nobody produced`);
   }
   results.push(
-    check('every event processed once or quarantined for its injected reason', wrong, `${expectedRows} rows, each in its expected final state`),
+    check(
+      'every event processed once or quarantined for its injected reason',
+      wrong,
+      `${expectedRows} rows, each in its expected final state`,
+    ),
   );
 
   const unfinished = inbox.filter((r) => r.status === 'PROCESSING' || r.status === 'RECEIVED' || r.status === 'RETRY_PENDING');
@@ -144,7 +150,13 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
       if (n !== want) effectProblems.push(`${consumer}/${eventId}: effects applied ${n}×, expected ${want}×`);
     }
   }
-  results.push(check('side effects committed exactly once per processed event', effectProblems, `${applied} applications, none repeated, none from a failed attempt`));
+  results.push(
+    check(
+      'side effects committed exactly once per processed event',
+      effectProblems,
+      `${applied} applications, none repeated, none from a failed attempt`,
+    ),
+  );
 
   // 4. Versioned events applied in aggregate-version order, per case.
   const disorder = await sql<{ aggregate_id: string; versions: number[] }[]>`
@@ -185,11 +197,13 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     expectedSummaries += 1;
     if (s === undefined) summaryProblems.push(`${c.caseId}: no case_summary`);
     else if (s.case_status !== c.projection.status || s.last_aggregate_version !== c.projection.version) {
-      summaryProblems.push(`${c.caseId}: ${s.case_status} v${s.last_aggregate_version}, expected ${c.projection.status} v${c.projection.version}`);
+      summaryProblems.push(
+        `${c.caseId}: ${s.case_status} v${s.last_aggregate_version}, expected ${c.projection.status} v${c.projection.version}`,
+      );
     }
   }
   for (const extra of summaryById.keys()) summaryProblems.push(`${extra}: a case_summary nobody produced`);
-  results.push(check('one case_summary per case, with its last version\'s status', summaryProblems, `${expectedSummaries} cases`));
+  results.push(check("one case_summary per case, with its last version's status", summaryProblems, `${expectedSummaries} cases`));
 
   const obligations = await sql<{ case_id: string; n: number }[]>`
     select case_id, count(*)::int as n from case_core.sla_obligation group by case_id`;
@@ -234,13 +248,15 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     for (const id of crashedIds) {
       const row = byId.get(id);
       if (row === undefined) crashProblems.push(`${id}: gone`);
-      else if (row.attempt_count < 2) crashProblems.push(`${row.consumer_name}/${row.event_id}: attempt_count ${row.attempt_count}, never re-claimed`);
+      else if (row.attempt_count < 2)
+        crashProblems.push(`${row.consumer_name}/${row.event_id}: attempt_count ${row.attempt_count}, never re-claimed`);
     }
-    if (reaped < crashedIds.length) crashProblems.push(`the reaper released ${reaped} leases, fewer than the ${crashedIds.length} abandoned`);
+    if (reaped < crashedIds.length)
+      crashProblems.push(`the reaper released ${reaped} leases, fewer than the ${crashedIds.length} abandoned`);
   }
   results.push(
     check(
-      'a crashed worker\'s rows recovered by the reaper',
+      "a crashed worker's rows recovered by the reaper",
       crashProblems,
       crashedIds.length === 0 ? 'no crash simulated' : `${crashedIds.length} abandoned rows released by the reaper and finished`,
     ),

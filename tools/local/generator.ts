@@ -278,7 +278,12 @@ function addCase(b: Builder, k: number, start: number, outOfOrder: boolean): Cas
   for (let v = 1; v <= k; v++) {
     const eventId = `evt_${rng.uuid()}`;
     const envelope = caseEnvelope(b, caseId, v, times[v - 1]!, eventId);
-    b.planned.push({ time: times[v - 1]!, topic: CASE_EVENTS_TOPIC, partition: partitions[v - 1]!, record: eventRecord(caseId, eventId, envelope, 'case-command-service') });
+    b.planned.push({
+      time: times[v - 1]!,
+      topic: CASE_EVENTS_TOPIC,
+      partition: partitions[v - 1]!,
+      record: eventRecord(caseId, eventId, envelope, 'case-command-service'),
+    });
 
     const p = projectionFaulted ? { status: 'PROCESSED' as const } : planFault(b, CASE_PROJECTION, eventId, v === k);
     projectionFaulted ||= b.faults.get(CASE_PROJECTION)!.has(eventId);
@@ -300,14 +305,25 @@ function addPayment(b: Builder, time: number, notifications: Map<string, string>
   const eventId = b.rng.uuid();
   const orgId = `00000000-0000-4000-8000-${String(b.rng.int(1, ORGS)).padStart(12, '0')}`;
   const envelope = paymentEnvelope(b, eventId, orgId, time);
-  b.planned.push({ time, topic: PAYMENT_COMPLETED, partition: partitionOf(envelope.aggregate_id, b.options.partitions), record: eventRecord(envelope.aggregate_id, eventId, envelope, 'payment-service') });
+  b.planned.push({
+    time,
+    topic: PAYMENT_COMPLETED,
+    partition: partitionOf(envelope.aggregate_id, b.options.partitions),
+    record: eventRecord(envelope.aggregate_id, eventId, envelope, 'payment-service'),
+  });
   const e = planFault(b, NOTIFICATION_SERVICE, eventId, true);
   expect(b, NOTIFICATION_SERVICE, eventId, e);
   if (e.status === 'PROCESSED') notifications.set(eventId, orgId);
 }
 
 type InvalidKind = 'payload-invalid' | 'unknown-version' | 'unknown-type' | 'payment-unknown-version' | 'payment-no-org';
-const INVALID_KINDS: readonly InvalidKind[] = ['payload-invalid', 'unknown-version', 'unknown-type', 'payment-unknown-version', 'payment-no-org'];
+const INVALID_KINDS: readonly InvalidKind[] = [
+  'payload-invalid',
+  'unknown-version',
+  'unknown-type',
+  'payment-unknown-version',
+  'payment-no-org',
+];
 
 /** A readable event that breaks its consumer's contract: quarantined (or ignored) by the worker, not poison. */
 function addInvalid(b: Builder, kind: InvalidKind, time: number): void {
@@ -315,7 +331,12 @@ function addInvalid(b: Builder, kind: InvalidKind, time: number): void {
     const eventId = b.rng.uuid();
     const envelope = paymentEnvelope(b, eventId, kind === 'payment-no-org' ? null : '00000000-0000-4000-8000-000000000001', time);
     if (kind === 'payment-unknown-version') envelope.event_version = 2;
-    b.planned.push({ time, topic: PAYMENT_COMPLETED, partition: partitionOf(envelope.aggregate_id, b.options.partitions), record: eventRecord(envelope.aggregate_id, eventId, envelope, 'payment-service') });
+    b.planned.push({
+      time,
+      topic: PAYMENT_COMPLETED,
+      partition: partitionOf(envelope.aggregate_id, b.options.partitions),
+      record: eventRecord(envelope.aggregate_id, eventId, envelope, 'payment-service'),
+    });
     expect(b, NOTIFICATION_SERVICE, eventId, {
       status: 'QUARANTINED',
       errorCode: kind === 'payment-no-org' ? 'TENANT_MISSING' : ErrorCodes.UNSUPPORTED_EVENT_VERSION,
@@ -328,9 +349,18 @@ function addInvalid(b: Builder, kind: InvalidKind, time: number): void {
   if (kind === 'payload-invalid') envelope.payload = { caseId }; // acceptedAt missing
   if (kind === 'unknown-version') envelope.eventVersion = 2;
   if (kind === 'unknown-type') envelope.eventType = CASE_WITHDRAWN;
-  b.planned.push({ time, topic: CASE_EVENTS_TOPIC, partition: partitionOf(caseId, b.options.partitions), record: eventRecord(caseId, eventId, envelope, 'case-command-service') });
+  b.planned.push({
+    time,
+    topic: CASE_EVENTS_TOPIC,
+    partition: partitionOf(caseId, b.options.partitions),
+    record: eventRecord(caseId, eventId, envelope, 'case-command-service'),
+  });
   const code =
-    kind === 'payload-invalid' ? ErrorCodes.PAYLOAD_INVALID : kind === 'unknown-version' ? ErrorCodes.UNSUPPORTED_EVENT_VERSION : ErrorCodes.UNSUPPORTED_EVENT_TYPE;
+    kind === 'payload-invalid'
+      ? ErrorCodes.PAYLOAD_INVALID
+      : kind === 'unknown-version'
+        ? ErrorCodes.UNSUPPORTED_EVENT_VERSION
+        : ErrorCodes.UNSUPPORTED_EVENT_TYPE;
   expect(b, CASE_PROJECTION, eventId, { status: 'QUARANTINED', errorCode: code });
   // A withdrawn case is a regulatory.case.* event that case-sla declares not its business.
   expect(b, CASE_SLA, eventId, kind === 'unknown-type' ? { status: 'IGNORED' } : { status: 'QUARANTINED', errorCode: code });
@@ -415,7 +445,11 @@ export function generateStream(options: LocalOptions): GeneratedStream {
   const originals = [...b.planned];
   for (const p of originals) {
     if (!rng.chance(options.duplicateRate) || p.record.label.kind !== 'event') continue;
-    b.planned.push({ ...p, time: p.time + rng.int(1, 60), record: { ...p.record, label: { kind: 'duplicate', eventId: p.record.label.eventId } } });
+    b.planned.push({
+      ...p,
+      time: p.time + rng.int(1, 60),
+      record: { ...p.record, label: { kind: 'duplicate', eventId: p.record.label.eventId } },
+    });
     counts.duplicates += 1;
   }
 

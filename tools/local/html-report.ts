@@ -40,13 +40,17 @@ const scriptJson = (value: unknown) => JSON.stringify(value).replace(/</g, '\\u0
 
 function summaryTable(rows: readonly ConsumerSummary[]): string {
   const head = `<tr><th>consumer</th>${SUMMARY_COUNTS.map((k) => `<th>${k}</th>`).join('')}</tr>`;
-  const body = rows.map((r) => `<tr><td>${escapeHtml(r.consumer)}</td>${SUMMARY_COUNTS.map((k) => `<td class="n">${fmt(r[k])}</td>`).join('')}</tr>`);
+  const body = rows.map(
+    (r) => `<tr><td>${escapeHtml(r.consumer)}</td>${SUMMARY_COUNTS.map((k) => `<td class="n">${fmt(r[k])}</td>`).join('')}</tr>`,
+  );
   return `<table class="summary">${head}${body.join('')}</table>`;
 }
 
 function checksList(checks: readonly CheckResult[]): string {
   if (checks.length === 0) return '<p class="muted">No checks ran: the run was interrupted before it finished.</p>';
-  const items = checks.map((c) => `<li class="${c.ok ? 'ok' : 'failed'}">${c.ok ? '✓' : '✗'} <b>${escapeHtml(c.name)}</b>: ${escapeHtml(c.detail)}</li>`);
+  const items = checks.map(
+    (c) => `<li class="${c.ok ? 'ok' : 'failed'}">${c.ok ? '✓' : '✗'} <b>${escapeHtml(c.name)}</b>: ${escapeHtml(c.detail)}</li>`,
+  );
   return `<ul class="checks">${items.join('')}</ul>`;
 }
 

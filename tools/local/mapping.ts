@@ -89,7 +89,6 @@ export interface Slice {
   delivery: number;
 }
 
-
 export class SimulatedMapping {
   readonly stats: MappingStats = {
     batches: 0,

@@ -195,10 +195,22 @@ const FLAGS = {
   duration: { key: 'durationSeconds', schema: count(1, 24 * 3600) },
   timeout: { key: 'timeoutSeconds', schema: count(1, 24 * 3600) },
   'pause-ms': { key: 'pauseMs', schema: count(0, 600_000) },
-  'log-level': { key: 'logLevel', schema: z.string().toUpperCase().pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])) },
+  'log-level': {
+    key: 'logLevel',
+    schema: z
+      .string()
+      .toUpperCase()
+      .pipe(z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR', 'SILENT'])),
+  },
   'log-file': { key: 'logFile', schema: z.string().min(1) },
   report: { key: 'reportFile', schema: z.string().min(1) },
-  'value-format': { key: 'valueFormat', schema: z.string().toLowerCase().pipe(z.enum(['json', 'avro', 'protobuf'])) },
+  'value-format': {
+    key: 'valueFormat',
+    schema: z
+      .string()
+      .toLowerCase()
+      .pipe(z.enum(['json', 'avro', 'protobuf'])),
+  },
 } as const satisfies Record<string, { key: keyof LocalOptions; schema: z.ZodType }>;
 
 export class OptionsError extends Error {
@@ -248,7 +260,8 @@ export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
     const rate = options.rate as number;
     const duration = options.durationSeconds as number;
     options.events = Math.max(1, Math.round(rate * duration));
-    if ((options.events as number) > 1_000_000) throw new OptionsError(`--rate ${rate} for --duration ${duration} makes ${options.events} events, more than 1,000,000 (see --help)`);
+    if ((options.events as number) > 1_000_000)
+      throw new OptionsError(`--rate ${rate} for --duration ${duration} makes ${options.events} events, more than 1,000,000 (see --help)`);
     if (!given('tick-ms')) options.tickMs = STEADY_LOAD.tickMs;
     if (!given('batching-window-ms')) options.batchingWindowMs = STEADY_LOAD.batchingWindowMs;
     if (!given('timeout')) options.timeoutSeconds = duration + STEADY_LOAD.settleSeconds;

@@ -107,7 +107,8 @@ export class PauseDrill {
   async check(): Promise<CheckResult> {
     const name = 'a paused consumer processes nothing until it is resumed';
     const r = this.report;
-    if (r === null) return { name, ok: false, detail: 'the pause drill did not run (the run ended before a quarter of the records were delivered)' };
+    if (r === null)
+      return { name, ok: false, detail: 'the pause drill did not run (the run ended before a quarter of the records were delivered)' };
     const [after] = await this.options.admin<{ final: number; processed_after: number }[]>`
       select count(*) filter (where status in ('PROCESSED', 'IGNORED', 'QUARANTINED'))::int as final,
              count(*) filter (where processed_at > ${r.resumedAt})::int as processed_after

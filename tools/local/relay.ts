@@ -98,16 +98,22 @@ export interface LocalRelay {
   };
 }
 
-
 export function localRelay(o: LocalRelayOptions): LocalRelay {
   const stats: LocalRelay['stats'] = { invocations: 0, published: 0, refused: 0, crashes: [], crashesNotSimulated: 0 };
-  const plan: ('before-publish' | 'after-ack')[] = Array.from({ length: o.crashes }, (_, i) => (i % 2 === 0 ? 'before-publish' : 'after-ack'));
+  const plan: ('before-publish' | 'after-ack')[] = Array.from({ length: o.crashes }, (_, i) =>
+    i % 2 === 0 ? 'before-publish' : 'after-ack',
+  );
   const relayConfig = { relay: { ...o.config.relay, backoffSeconds: [0.1, 0.2, 0.5] } };
 
   /** One planned crash, if there is something to abandon; true when it happened. */
   async function crash(kind: 'before-publish' | 'after-ack'): Promise<boolean> {
     if (kind === 'before-publish') {
-      const claim = await claimOutbox(o.sql, { owner: newRelayOwnerId('local-crashed-relay'), limit: 5, runLimit: 5, leaseSeconds: CRASH_LEASE_SECONDS });
+      const claim = await claimOutbox(o.sql, {
+        owner: newRelayOwnerId('local-crashed-relay'),
+        limit: 5,
+        runLimit: 5,
+        leaseSeconds: CRASH_LEASE_SECONDS,
+      });
       if (claim.rows.length > 0) stats.crashes.push({ kind, rows: claim.rows.length });
       return claim.rows.length > 0;
     }
@@ -214,11 +220,20 @@ export async function relayChecks(sql: Sql, topics: SimulatedTopics, stats: Loca
       problems.push(`${ob.case_id}: event ${eventId} never published`);
       continue;
     }
-    const envelope = JSON.parse(copies[0]!.value) as { aggregateId: string; causationId: string; payload: { caseId: string; dueAt: string } };
-    if (envelope.aggregateId !== ob.case_id || envelope.causationId !== ob.source_event_id || envelope.payload.dueAt !== ob.due_at.toISOString()) {
+    const envelope = JSON.parse(copies[0]!.value) as {
+      aggregateId: string;
+      causationId: string;
+      payload: { caseId: string; dueAt: string };
+    };
+    if (
+      envelope.aggregateId !== ob.case_id ||
+      envelope.causationId !== ob.source_event_id ||
+      envelope.payload.dueAt !== ob.due_at.toISOString()
+    ) {
       problems.push(`${ob.case_id}: published ${JSON.stringify(envelope.payload)}, not its obligation`);
     }
-    if (copies.some((c) => c.value !== copies[0]!.value || c.key !== ob.case_id)) problems.push(`${ob.case_id}: copies of ${eventId} differ`);
+    if (copies.some((c) => c.value !== copies[0]!.value || c.key !== ob.case_id))
+      problems.push(`${ob.case_id}: copies of ${eventId} differ`);
     resent += copies.length - 1;
   }
   for (const extra of byEventId.keys()) problems.push(`${extra}: published, but no obligation has it`);
@@ -238,7 +253,11 @@ export async function relayChecks(sql: Sql, topics: SimulatedTopics, stats: Loca
             `${crashes.length} relay crashes taken over (${resent} identical copies re-sent after a crash between ack and mark)` +
             (stats.crashesNotSimulated > 0 ? `; ${stats.crashesNotSimulated} planned crashes found nothing to abandon` : ''),
         }
-      : { name: 'every obligation event published exactly once', ok: false, detail: problems.slice(0, 3).join(', ') + (problems.length > 3 ? `, … (${problems.length} in all)` : '') },
+      : {
+          name: 'every obligation event published exactly once',
+          ok: false,
+          detail: problems.slice(0, 3).join(', ') + (problems.length > 3 ? `, … (${problems.length} in all)` : ''),
+        },
     unpublished === 0 && lanes!.n === 0
       ? { name: 'outbox drained', ok: true, detail: `${outbox.length} rows published, no lane left` }
       : { name: 'outbox drained', ok: false, detail: `${unpublished} rows unpublished, ${lanes!.n} lanes left` },

@@ -101,7 +101,17 @@ export interface ConsumerSummary {
 }
 
 /** The counts of the per-consumer summary, in the order both summaries print them. */
-export const SUMMARY_COUNTS = ['received', 'inserted', 'duplicates', 'poison', 'processed', 'retried', 'quarantined', 'ignored', 'reaped'] as const satisfies readonly (keyof ConsumerSummary)[];
+export const SUMMARY_COUNTS = [
+  'received',
+  'inserted',
+  'duplicates',
+  'poison',
+  'processed',
+  'retried',
+  'quarantined',
+  'ignored',
+  'reaped',
+] as const satisfies readonly (keyof ConsumerSummary)[];
 
 const COLUMNS: { key: keyof ConsumerSummary; title: string }[] = [
   { key: 'consumer', title: 'consumer' },
@@ -117,7 +127,10 @@ function textTable(titles: readonly string[], cells: readonly string[][]): strin
 
 export function summaryTable(rows: readonly ConsumerSummary[]): string {
   const cells = rows.map((r) => COLUMNS.map((c) => (c.key === 'consumer' ? String(r[c.key]) : fmt(r[c.key] as number))));
-  return textTable(COLUMNS.map((c) => c.title), cells);
+  return textTable(
+    COLUMNS.map((c) => c.title),
+    cells,
+  );
 }
 
 /** Received → processed for one consumer, milliseconds: the ProcessingLatency values its workers emitted. */

@@ -60,7 +60,16 @@ import { localRelay, relayChecks, SimulatedTopics } from './relay';
 import { DEFAULT_OPTIONS, type LocalOptions } from './options';
 import { PauseDrill } from './pause-drill';
 import { LOCAL_SCHEDULE_GROUP, SimulatedScheduler } from './scheduler';
-import { checksReport, latencyTable, Progress, summaryTable, type ConsumerLatency, type ConsumerSummary, type Output, type ProgressSnapshot } from './report';
+import {
+  checksReport,
+  latencyTable,
+  Progress,
+  summaryTable,
+  type ConsumerLatency,
+  type ConsumerSummary,
+  type Output,
+  type ProgressSnapshot,
+} from './report';
 import { buildTimeline, percentile, type FaultEvent, type FaultKind } from './timeline';
 
 export interface RunLocalIO {
@@ -152,7 +161,6 @@ const workerScheduleOf = (consumer: string) => `local-worker-schedule-${consumer
 const PAUSED_CONSUMER = 'case-sla';
 
 const plural = (n: number, word: string, words = `${word}s`) => `${n.toLocaleString('en-US')} ${n === 1 ? word : words}`;
-
 
 /** The caller's signal aborted the run before its stream started: nothing to summarize. */
 class InterruptedBeforeStart extends Error {}
@@ -552,7 +560,10 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
               scheduler: schedulerService.client(),
               lambda: lambdaClient,
               config: {
-                scheduler: { groupName: LOCAL_SCHEDULE_GROUP, workerSchedules: Object.fromEntries(consumerNames.map((c) => [c, workerScheduleOf(c)])) },
+                scheduler: {
+                  groupName: LOCAL_SCHEDULE_GROUP,
+                  workerSchedules: Object.fromEntries(consumerNames.map((c) => [c, workerScheduleOf(c)])),
+                },
                 ingestMappings: {},
                 workerFunctions: Object.fromEntries(consumerNames.map((c) => [c, workerFunctionOf(c)])),
                 maxPayloadBytes: config.maxPayloadBytes,
@@ -573,7 +584,8 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const progress = new Progress(out, tty);
     let timedOut = false;
     let snapshot: ProgressSnapshot | undefined;
-    let counted: { statuses: Awaited<ReturnType<typeof inboxStatusCounts>>; poison: Awaited<ReturnType<typeof poisonCounts>>; at: number } | undefined;
+    let counted:
+      { statuses: Awaited<ReturnType<typeof inboxStatusCounts>>; poison: Awaited<ReturnType<typeof poisonCounts>>; at: number } | undefined;
     for (;;) {
       // Settled? A cheap look first (has the open-row index an entry?); the counts that
       // confirm it are read at once, the others once a second.
@@ -584,8 +596,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         counted = { statuses, poison, at: performance.now() };
       }
       const { statuses, poison } = counted;
-      const total = (pred: (s: (typeof statuses)[number]) => boolean) =>
-        statuses.filter(pred).reduce((n, s) => n + s.count, 0);
+      const total = (pred: (s: (typeof statuses)[number]) => boolean) => statuses.filter(pred).reduce((n, s) => n + s.count, 0);
       const open = total((s) => s.status === 'RECEIVED' || s.status === 'RETRY_PENDING' || s.status === 'PROCESSING');
       const ms = mappings.map((m) => m.mapping.stats);
       snapshot = {
@@ -618,7 +629,12 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     stopping = true;
     for (const stop of stoppers) stop();
     await Promise.all(background);
-    progress.finish({ ...snapshot!, elapsedMs: performance.now() - started, crashes: crashesHappened, reaped: [...reaped.values()].reduce((a, b) => a + b, 0) });
+    progress.finish({
+      ...snapshot!,
+      elapsedMs: performance.now() - started,
+      crashes: crashesHappened,
+      reaped: [...reaped.values()].reduce((a, b) => a + b, 0),
+    });
 
     const interrupted = aborted();
     const total = (consumer: string, name: string) => metricLog.total(consumer, name);
@@ -654,7 +670,15 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const latency: ConsumerLatency[] = consumerNames.map((name) => {
       const values = metricLog.values(name, MetricNames.ProcessingLatency).sort((a, b) => a - b);
       const at = (p: number) => (values.length === 0 ? null : percentile(values, p));
-      return { consumer: name, rows: values.length, p50: at(50), p95: at(95), p99: at(99), max: values.at(-1) ?? null, inline: consumers.get(name)!.mode === 'inline' };
+      return {
+        consumer: name,
+        rows: values.length,
+        p50: at(50),
+        p95: at(95),
+        p99: at(99),
+        max: values.at(-1) ?? null,
+        inline: consumers.get(name)!.mode === 'inline',
+      };
     });
 
     // An interrupted run has not settled: every check would fail for that alone.
@@ -682,14 +706,37 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const sum = (f: (s: (typeof ms)[number]) => number) => ms.reduce((n, s) => n + f(s), 0);
     out.write(`\n${summaryTable(summary)}\n\n${latencyTable(latency)}\n\n`);
     out.write(
-      `Mappings: ${plural(sum((s) => s.batches), 'batch', 'batches')} of up to ${options.batchSize} records, ${plural(sum((s) => s.records), 'record')} delivered ` +
-        `(${sum((s) => s.redelivered).toLocaleString('en-US')} of them again), ${plural(sum((s) => s.injectedRedeliveries), 'commit')} lost on purpose, ` +
-        `${plural(sum((s) => s.infraFailures), 'invocation')} with the database unreachable → ${plural(sum((s) => s.reportedFailures), 'partition')} reported back ` +
-        `and redelivered, ${plural(sum((s) => s.functionErrors), 'function error')}.\n`,
+      `Mappings: ${plural(
+        sum((s) => s.batches),
+        'batch',
+        'batches',
+      )} of up to ${options.batchSize} records, ${plural(
+        sum((s) => s.records),
+        'record',
+      )} delivered ` +
+        `(${sum((s) => s.redelivered).toLocaleString('en-US')} of them again), ${plural(
+          sum((s) => s.injectedRedeliveries),
+          'commit',
+        )} lost on purpose, ` +
+        `${plural(
+          sum((s) => s.infraFailures),
+          'invocation',
+        )} with the database unreachable → ${plural(
+          sum((s) => s.reportedFailures),
+          'partition',
+        )} reported back ` +
+        `and redelivered, ${plural(
+          sum((s) => s.functionErrors),
+          'function error',
+        )}.\n`,
     );
     out.write(
-      `Crashes: ${[...crashed.entries()].filter(([, ids]) => ids.length > 0).map(([c, ids]) => `${c} (${plural(ids.length, 'row')} abandoned)`).join(', ') || 'none'}; ` +
-        `their leases (${CRASH_LEASE_SECONDS} s) expired and the reaper returned them.\n`,
+      `Crashes: ${
+        [...crashed.entries()]
+          .filter(([, ids]) => ids.length > 0)
+          .map(([c, ids]) => `${c} (${plural(ids.length, 'row')} abandoned)`)
+          .join(', ') || 'none'
+      }; ` + `their leases (${CRASH_LEASE_SECONDS} s) expired and the reaper returned them.\n`,
     );
     out.write(
       `Outbox relay: ${plural(relay.stats.invocations, 'invocation')}, ${plural(relay.stats.published, 'event')} published, ` +
@@ -708,7 +755,9 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
         .join(' · ')}.\n`,
     );
     if (invocationErrors.size > 0) {
-      out.write(`Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`);
+      out.write(
+        `Failed invocations (retried on the next tick; see the log): ${[...invocationErrors].map(([w, n]) => `${w} ${n}`).join(', ')}.\n`,
+      );
     }
     out.write(interrupted ? 'States so far:\n' : 'Final states:\n');
     for (const name of consumerNames) {

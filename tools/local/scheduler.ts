@@ -41,14 +41,21 @@ export class SimulatedScheduler {
         this.schedules.get(command.input.Name!)!.state = command.input.State === 'DISABLED' ? 'DISABLED' : 'ENABLED';
         return { ScheduleArn: `arn:local:scheduler:${LOCAL_SCHEDULE_GROUP}/${command.input.Name}` };
       }
-      throw new Error(`the simulated scheduler answers GetSchedule and UpdateSchedule only, not ${String((command as object).constructor.name)}`);
+      throw new Error(
+        `the simulated scheduler answers GetSchedule and UpdateSchedule only, not ${String((command as object).constructor.name)}`,
+      );
     };
     return { send: send as SchedulerClient['send'] };
   }
 
   private get(name: string): GetScheduleCommandOutput {
     const schedule = this.schedules.get(name);
-    if (schedule === undefined) throw new ResourceNotFoundException({ message: `Schedule ${name} does not exist.`, Message: `Schedule ${name} does not exist.`, $metadata: {} });
+    if (schedule === undefined)
+      throw new ResourceNotFoundException({
+        message: `Schedule ${name} does not exist.`,
+        Message: `Schedule ${name} does not exist.`,
+        $metadata: {},
+      });
     return {
       $metadata: {},
       Name: name,
@@ -56,7 +63,11 @@ export class SimulatedScheduler {
       ScheduleExpression: 'rate(1 minute)',
       State: schedule.state,
       FlexibleTimeWindow: { Mode: 'OFF' },
-      Target: { Arn: `arn:local:lambda:function:${schedule.functionName}`, RoleArn: 'arn:local:iam::role/local-schedules', Input: '{"source":"schedule"}' },
+      Target: {
+        Arn: `arn:local:lambda:function:${schedule.functionName}`,
+        RoleArn: 'arn:local:iam::role/local-schedules',
+        Input: '{"source":"schedule"}',
+      },
     };
   }
 }

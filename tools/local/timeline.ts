@@ -90,7 +90,10 @@ function statistic(stat: Stat, values: number[], bucketSeconds: number): number 
   if (values.length === 0) return null;
   if (stat === 'Maximum') return Math.max(...values);
   if (stat === 'Average') return values.reduce((a, b) => a + b, 0) / values.length;
-  return percentile([...values].sort((a, b) => a - b), Number(stat.slice(1)));
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    Number(stat.slice(1)),
+  );
 }
 
 export function buildTimeline(input: TimelineInput): Timeline {

@@ -66,7 +66,10 @@ export async function useValueFormat(stream: GeneratedStream, format: Exclude<Va
         continue; // the schema cannot carry it: it stays JSON
       }
       record.value = bytes;
-      record.headers = { ...record.headers, 'content-type': format === 'avro' ? 'application/vnd.confluent.avro' : 'application/x-protobuf' };
+      record.headers = {
+        ...record.headers,
+        'content-type': format === 'avro' ? 'application/vnd.confluent.avro' : 'application/x-protobuf',
+      };
       encoded++;
     }
   }

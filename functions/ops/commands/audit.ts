@@ -18,13 +18,15 @@ export const audit = defineCommand({
   }),
 
   async run(deps, args) {
-    return pageOf(await listOperatorActions(deps.sql, {
-      consumerName: optionalConsumer(deps, args.consumer),
-      action: args.action,
-      since: args.since,
-      after: decodeCursor(args.cursor),
-      limit: args.limit,
-    }));
+    return pageOf(
+      await listOperatorActions(deps.sql, {
+        consumerName: optionalConsumer(deps, args.consumer),
+        action: args.action,
+        since: args.since,
+        after: decodeCursor(args.cursor),
+        limit: args.limit,
+      }),
+    );
   },
 
   format: (r) =>

@@ -101,7 +101,10 @@ function leftStoryOf(key: ConsumedEventRow, allActions: readonly ActionOnRows[],
   const poison = allPoison.filter(
     (p) =>
       p.resolved_inbox_id === key.inbox_id ||
-      (p.consumer_name === key.consumer_name && p.topic_name === key.topic_name && p.partition_no === key.partition_no && p.offset_no === key.offset_no),
+      (p.consumer_name === key.consumer_name &&
+        p.topic_name === key.topic_name &&
+        p.partition_no === key.partition_no &&
+        p.offset_no === key.offset_no),
   );
   const timeline: (TimelineEntry | null)[] = [
     ...poison.map((p) => ({ at: p.created_at, what: `poisoned: ${p.error_code ?? '?'} (poison ${p.poison_id})` })),
@@ -134,10 +137,12 @@ function leftStoryOf(key: ConsumedEventRow, allActions: readonly ActionOnRows[],
 function belongsTo(p: EventPoisonRow, row: EventRow): boolean {
   return (
     p.resolved_inbox_id === row.inbox_id ||
-    (p.consumer_name === row.consumer_name && p.topic_name === row.topic_name && p.partition_no === row.partition_no && p.offset_no === row.offset_no)
+    (p.consumer_name === row.consumer_name &&
+      p.topic_name === row.topic_name &&
+      p.partition_no === row.partition_no &&
+      p.offset_no === row.offset_no)
   );
 }
-
 
 function timelineOf(row: EventRow, actions: readonly ActionOnRows[], poison: readonly EventPoisonRow[]): TimelineEntry[] {
   const entries: (TimelineEntry | null)[] = [
@@ -164,7 +169,12 @@ function timelineOf(row: EventRow, actions: readonly ActionOnRows[], poison: rea
   return entries.filter((e): e is TimelineEntry => e !== null).sort((a, b) => a.at.getTime() - b.at.getTime());
 }
 
-function storyOf(row: EventRow, allActions: readonly ActionOnRows[], allPoison: readonly EventPoisonRow[], pauses: readonly PauseRow[]): EventStory {
+function storyOf(
+  row: EventRow,
+  allActions: readonly ActionOnRows[],
+  allPoison: readonly EventPoisonRow[],
+  pauses: readonly PauseRow[],
+): EventStory {
   const actions = allActions.filter((a) => a.touched.includes(row.inbox_id));
   const poison = allPoison.filter((p) => belongsTo(p, row));
   return {
@@ -198,7 +208,10 @@ function storyOf(row: EventRow, allActions: readonly ActionOnRows[], allPoison: 
       row.status === 'PROCESSING'
         ? { owner: row.locked_by, lockedAt: row.locked_at, expiresAt: row.lease_expires_at, expired: row.lease_expired }
         : null,
-    error: row.error_code === null && row.error_message === null ? null : { code: row.error_code, message: row.error_message, detail: row.error_detail },
+    error:
+      row.error_code === null && row.error_message === null
+        ? null
+        : { code: row.error_code, message: row.error_message, detail: row.error_detail },
     aggregate: {
       type: row.aggregate_type,
       id: row.aggregate_id,
@@ -257,7 +270,12 @@ export const event = defineCommand({
     ]);
     const positions =
       'eventId' in lookup
-        ? [...rows, ...left].map((r) => ({ consumerName: r.consumer_name, topic: r.topic_name, partition: r.partition_no, offset: r.offset_no }))
+        ? [...rows, ...left].map((r) => ({
+            consumerName: r.consumer_name,
+            topic: r.topic_name,
+            partition: r.partition_no,
+            offset: r.offset_no,
+          }))
         : consumerNames.map((consumerName) => ({ consumerName, topic: lookup.topic, partition: lookup.partition, offset: lookup.offset }));
     const ids = [...rows, ...left].map((r) => r.inbox_id);
     const [poison, actions, pauses] = await Promise.all([
@@ -293,7 +311,10 @@ export const event = defineCommand({
           ['correlation id', e.trace.correlationId],
           ['consumer', e.consumerPaused.length === 0 ? 'not paused' : e.consumerPaused.map(describePause).join('; ')],
           ['error', e.error === null ? null : `${cell(e.error.code)}: ${cell(e.error.message)}`],
-          ['lease', e.lease === null ? null : `${cell(e.lease.owner)} until ${cell(e.lease.expiresAt)}${e.lease.expired ? ' (expired)' : ''}`],
+          [
+            'lease',
+            e.lease === null ? null : `${cell(e.lease.owner)} until ${cell(e.lease.expiresAt)}${e.lease.expired ? ' (expired)' : ''}`,
+          ],
           [
             'aggregate',
             `${e.aggregate.type}/${e.aggregate.id}${e.aggregate.version !== null ? `@${e.aggregate.version}` : ''}: ` +
@@ -307,7 +328,10 @@ export const event = defineCommand({
           ],
         ]),
         'timeline:',
-        table(e.timeline, [['at', get('at')], ['what', get('what')]]),
+        table(e.timeline, [
+          ['at', get('at')],
+          ['what', get('what')],
+        ]),
         ...('payload' in e ? ['payload:', cell(e.payload), 'headers:', cell(e.headers)] : []),
       ].join('\n'),
     );
@@ -323,7 +347,10 @@ export const event = defineCommand({
             ['key kept until', e.dedupeUntil],
           ]),
           'timeline:',
-          table(e.timeline, [['at', get('at')], ['what', get('what')]]),
+          table(e.timeline, [
+            ['at', get('at')],
+            ['what', get('what')],
+          ]),
         ].join('\n'),
       );
     }

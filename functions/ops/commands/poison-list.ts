@@ -11,12 +11,14 @@ export const poisonList = defineCommand({
   schema: z.strictObject({ ...caller, consumer: text.optional(), includeResolved: flag, ...page }),
 
   async run(deps, args) {
-    return pageOf(await listPoison(deps.sql, {
-      consumerName: optionalConsumer(deps, args.consumer),
-      includeResolved: args.includeResolved,
-      after: decodeCursor(args.cursor),
-      limit: args.limit,
-    }));
+    return pageOf(
+      await listPoison(deps.sql, {
+        consumerName: optionalConsumer(deps, args.consumer),
+        includeResolved: args.includeResolved,
+        after: decodeCursor(args.cursor),
+        limit: args.limit,
+      }),
+    );
   },
 
   format: (r) =>

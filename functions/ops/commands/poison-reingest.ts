@@ -80,7 +80,9 @@ export const poisonReingest = defineCommand({
       const consumer = knownConsumer(deps, row.consumer_name);
       const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes });
       if (decoded.kind === 'unavailable') {
-        throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, { errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE' });
+        throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, {
+          errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE',
+        });
       }
       if (decoded.kind === 'poison') {
         throw new OpsError(
@@ -102,7 +104,12 @@ export const poisonReingest = defineCommand({
       const offset = { topic: row.topic_name, partition: row.partition_no, offset: row.offset_no };
       if (args.dryRun) {
         // A dry run stores nothing, so it names no inbox row: affected 0, valid in the outcome.
-        const audit = await recordOperatorAction(tx, { ...trail, dryRun: true, affectedCount: 0, outcome: { valid: true, ...offset, ...event } });
+        const audit = await recordOperatorAction(tx, {
+          ...trail,
+          dryRun: true,
+          affectedCount: 0,
+          outcome: { valid: true, ...offset, ...event },
+        });
         return { dryRun: true, valid: true, poisonId: row.poison_id, consumer: consumer.name, auditId: audit.audit_id, ...event };
       }
 

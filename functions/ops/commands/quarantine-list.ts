@@ -19,14 +19,16 @@ export const quarantineList = defineCommand({
   }),
 
   async run(deps, args) {
-    return pageOf(await listQuarantined(deps.sql, {
-      consumerName: optionalConsumer(deps, args.consumer),
-      errorCode: args.errorCode,
-      eventType: args.eventType,
-      after: decodeCursor(args.cursor),
-      limit: args.limit,
-      includePayload: args.includePayload,
-    }));
+    return pageOf(
+      await listQuarantined(deps.sql, {
+        consumerName: optionalConsumer(deps, args.consumer),
+        errorCode: args.errorCode,
+        eventType: args.eventType,
+        after: decodeCursor(args.cursor),
+        limit: args.limit,
+        includePayload: args.includePayload,
+      }),
+    );
   },
 
   format: (r) =>

@@ -23,7 +23,11 @@ export const runScheduledReplayCommand = defineCommand({
   schema: z.strictObject({ replayId: z.uuid({ message: 'must be a scheduled replay id (uuid)' }) }),
 
   async run(deps, args, inv) {
-    const outcome = await runScheduledReplay(deps.sql, { replayId: args.replayId, requestId: inv.requestId ?? null, refusedSource: inv.source });
+    const outcome = await runScheduledReplay(deps.sql, {
+      replayId: args.replayId,
+      requestId: inv.requestId ?? null,
+      refusedSource: inv.source,
+    });
     if (!outcome.ran) {
       deps.logger?.error('ops_scheduled_replay_refused', { replayId: args.replayId, refused: outcome.reason, auditId: outcome.auditId });
       throw new OpsError(OpsErrorCodes.REPLAY_REFUSED, `replay ${args.replayId}: ${REFUSALS[outcome.reason]}; nothing was replayed`, {

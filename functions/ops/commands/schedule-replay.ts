@@ -124,7 +124,12 @@ export const scheduleReplay = defineCommand({
         return audit.audit_id;
       });
     } catch (error) {
-      deps.logger?.error('ops_audit_unwritten', { action: 'schedule-replay', actor, request, error: error instanceof Error ? error.name : 'unknown' });
+      deps.logger?.error('ops_audit_unwritten', {
+        action: 'schedule-replay',
+        actor,
+        request,
+        error: error instanceof Error ? error.name : 'unknown',
+      });
       throw new OpsError(
         OpsErrorCodes.PARTIALLY_APPLIED,
         `schedule ${groupName ?? 'default'}/${name} was created, but the database could not record replay ${replayId}: ` +

@@ -34,7 +34,10 @@ async function failureOf(promise: Promise<unknown>): Promise<Error> {
 
 describe('createSql session settings', () => {
   it('ends a session left idle in a transaction (a Lambda frozen or killed mid-batch), releasing its locks', async () => {
-    const sql = await createSql({ ...parseConfig({ DATABASE_URL: db.url, DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '300' }).database, poolMax: 1 });
+    const sql = await createSql({
+      ...parseConfig({ DATABASE_URL: db.url, DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '300' }).database,
+      poolMax: 1,
+    });
     try {
       const reserved = await sql.reserve();
       await reserved`begin`;
@@ -42,7 +45,9 @@ describe('createSql session settings', () => {
       await new Promise((r) => setTimeout(r, 1_000));
       const error = await failureOf(reserved`select 1`);
       // 25P03 idle_in_transaction_session_timeout, or the closed connection it leaves behind.
-      expect([(error as { code?: string }).code]).toEqual([expect.stringMatching(/^(25P03|CONNECTION_CLOSED|CONNECTION_DESTROYED|57P01)$/)]);
+      expect([(error as { code?: string }).code]).toEqual([
+        expect.stringMatching(/^(25P03|CONNECTION_CLOSED|CONNECTION_DESTROYED|57P01)$/),
+      ]);
       reserved.release();
     } finally {
       await sql.end({ timeout: 1 });
@@ -53,7 +58,13 @@ describe('createSql session settings', () => {
 describe('createSql with a Secrets Manager secret', () => {
   it('connects with the secret of the cluster', async () => {
     const u = new URL(db.url);
-    const secret = JSON.stringify({ host: u.hostname, port: Number(u.port), username: decodeURIComponent(u.username), password: decodeURIComponent(u.password), dbname: u.pathname.slice(1) });
+    const secret = JSON.stringify({
+      host: u.hostname,
+      port: Number(u.port),
+      username: decodeURIComponent(u.username),
+      password: decodeURIComponent(u.password),
+      dbname: u.pathname.slice(1),
+    });
     const sql = await createSql(config, { readSecret: async () => secret });
     try {
       const [row] = await sql<{ db: string }[]>`select current_database() as db`;

@@ -22,11 +22,41 @@ let server: EmbeddedDatabase;
 /** A CA, and a certificate it signs for the name `localhost` only. */
 async function makeCertificates(into: string): Promise<void> {
   const ssl = (...args: string[]) => run('openssl', args, { cwd: into });
-  await ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', '/CN=inbox test CA', '-keyout', 'ca.key', '-out', 'ca.pem');
+  await ssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=inbox test CA',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+  );
   await ssl('req', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', 'server.key', '-out', 'server.csr');
   // The subjectAltName is the name a verifying client checks.
   await writeFile(join(into, 'san.ext'), 'subjectAltName=DNS:localhost\n');
-  await ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '1', '-extfile', 'san.ext', '-out', 'server.crt');
+  await ssl(
+    'x509',
+    '-req',
+    '-in',
+    'server.csr',
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-days',
+    '1',
+    '-extfile',
+    'san.ext',
+    '-out',
+    'server.crt',
+  );
   // As root the server runs as `postgres`, which must own its key (PostgreSQL refuses a key others can read).
   if (process.getuid?.() === 0) {
     const { stdout } = await run('id', ['-u', 'postgres']);
@@ -81,7 +111,14 @@ describe('IAM authentication over TLS', () => {
   it('connects over verified TLS with a fresh token for each new connection when the CA is trusted', async () => {
     const outcome = await connect('localhost', { NODE_EXTRA_CA_CERTS: join(dir, 'ca.pem') });
 
-    expect(outcome).toEqual({ ok: true, tokens: 2, rows: [{ ssl: true, user: 'postgres' }, { ssl: true, user: 'postgres' }] });
+    expect(outcome).toEqual({
+      ok: true,
+      tokens: 2,
+      rows: [
+        { ssl: true, user: 'postgres' },
+        { ssl: true, user: 'postgres' },
+      ],
+    });
   });
 
   it('refuses a server whose certificate it cannot verify, before sending any token', async () => {
@@ -95,5 +132,4 @@ describe('IAM authentication over TLS', () => {
 
     expect(outcome).toMatchObject({ ok: false, code: 'ERR_TLS_CERT_ALTNAME_INVALID', tokens: 0 });
   });
-
 });

@@ -5,7 +5,6 @@ import { describe, expect, it } from 'vitest';
 import { loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
 import { emptyDatabase, type TestDatabase } from '../../helpers/db';
 
-
 async function folderWith(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'migrations-'));
   for (const [name, text] of Object.entries(files)) await writeFile(join(dir, name), text);
@@ -120,11 +119,9 @@ describe('migration runner', () => {
   });
 
   it('refuses badly named files and duplicate versions', async () => {
-    await expect(loadMigrations(await folderWith({ 'create_things.sql': 'select 1;' }))).rejects.toThrow(
-      /does not match NNNN_name\.sql/,
+    await expect(loadMigrations(await folderWith({ 'create_things.sql': 'select 1;' }))).rejects.toThrow(/does not match NNNN_name\.sql/);
+    await expect(loadMigrations(await folderWith({ '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' }))).rejects.toThrow(
+      /share version 0001/,
     );
-    await expect(
-      loadMigrations(await folderWith({ '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' })),
-    ).rejects.toThrow(/share version 0001/);
   });
 });

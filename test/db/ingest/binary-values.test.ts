@@ -58,7 +58,8 @@ function ingestWithRegistry(logger = quiet().logger, maxPayloadBytes = 256 * 102
 }
 
 const avroValue = (e: Record<string, unknown>) => confluentFrame(AVRO_ID, encodeAvro(caseEventToAvro(e)));
-const protoValue = (e: Record<string, unknown>) => confluentFrame(PROTO_ID, Buffer.concat([confluentMessageIndexes([1]), encodeProto(caseEventToProto(e))]));
+const protoValue = (e: Record<string, unknown>) =>
+  confluentFrame(PROTO_ID, Buffer.concat([confluentMessageIndexes([1]), encodeProto(caseEventToProto(e))]));
 
 describe('registry-framed values', () => {
   it('stores Avro, Protobuf and JSON records of one batch side by side, typed into the envelope', async () => {
@@ -76,10 +77,15 @@ describe('registry-framed values', () => {
     );
 
     expect(report).toMatchObject({ inserted: 3, poisoned: 0, registryUnavailable: 0, response: { batchItemFailures: [] } });
-    const rows = await db.sql<Array<{ event_id: string; occurred_at: Date; aggregate_version: string | null; payload: Record<string, unknown> }>>`
+    const rows = await db.sql<
+      Array<{ event_id: string; occurred_at: Date; aggregate_version: string | null; payload: Record<string, unknown> }>
+    >`
       select event_id, occurred_at, aggregate_version::text as aggregate_version, payload from integration.consumer_inbox order by offset_no`;
     expect(rows.map((r) => r.event_id)).toEqual([a.eventId, p.eventId, j.eventId]);
-    expect(rows[0]).toMatchObject({ aggregate_version: '3', payload: { caseId: a.payload.caseId, acceptedAt: '2026-07-03T09:15:30.000Z', newStatus: null } });
+    expect(rows[0]).toMatchObject({
+      aggregate_version: '3',
+      payload: { caseId: a.payload.caseId, acceptedAt: '2026-07-03T09:15:30.000Z', newStatus: null },
+    });
     expect(rows[0]!.occurred_at.toISOString()).toBe('2026-07-03T09:15:30.000Z');
     expect(rows[1]).toMatchObject({ payload: { caseId: p.payload.caseId, acceptedAt: '2026-07-03T09:15:30.000000000Z' } });
   });
@@ -88,7 +94,19 @@ describe('registry-framed values', () => {
     const schema = {
       ...CASE_AVRO_SCHEMA,
       fields: CASE_AVRO_SCHEMA.fields.map((f) =>
-        f.name === 'payload' ? { name: 'payload', type: { type: 'record', name: 'P', fields: [{ name: 'caseId', type: 'string' }, { name: 'ledgerSeq', type: 'long' }] } } : f,
+        f.name === 'payload'
+          ? {
+              name: 'payload',
+              type: {
+                type: 'record',
+                name: 'P',
+                fields: [
+                  { name: 'caseId', type: 'string' },
+                  { name: 'ledgerSeq', type: 'long' },
+                ],
+              },
+            }
+          : f,
       ),
     };
     const wide = await startLocalRegistry([{ id: 77, schema: JSON.stringify(schema) }]);
@@ -101,11 +119,16 @@ describe('registry-framed values', () => {
         schemaSource: createSchemaSource(confluentFetcher({ url: wide.url, timeoutMs: 2_000 })),
       });
       const e = caseAccepted();
-      const value = confluentFrame(77, avroEncoder(schema)({ ...caseEventToAvro(e), payload: { caseId: 'c-1', ledgerSeq: 9_007_199_254_740_993n } }));
+      const value = confluentFrame(
+        77,
+        avroEncoder(schema)({ ...caseEventToAvro(e), payload: { caseId: 'c-1', ledgerSeq: 9_007_199_254_740_993n } }),
+      );
 
       await exact(mskEvent([mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 1, value })]), { awsRequestId: 'req-wide' });
 
-      const [row] = await db.sql<Array<{ seq: string }>>`select payload->>'ledgerSeq' as seq from integration.consumer_inbox where event_id = ${e.eventId}`;
+      const [row] = await db.sql<
+        Array<{ seq: string }>
+      >`select payload->>'ledgerSeq' as seq from integration.consumer_inbox where event_id = ${e.eventId}`;
       expect(row?.seq).toBe('9007199254740993');
     } finally {
       await wide.close();
@@ -192,14 +215,17 @@ describe('bad input', () => {
     expect(row).toMatchObject({ error_code: PoisonCodes.JSON_TOO_DEEP, error_message: 'value nests deeper than 64 levels' });
   });
 
-  it('no log line of a batch of bad and good values carries a value\'s text', async () => {
+  it("no log line of a batch of bad and good values carries a value's text", async () => {
     const secret = `s3cret-${randomUUID()}`;
     const lines: string[] = [];
     const capture = (chunk: string | Uint8Array) => {
       lines.push(String(chunk));
       return true;
     };
-    const spies = [vi.spyOn(process.stdout, 'write').mockImplementation(capture), vi.spyOn(process.stderr, 'write').mockImplementation(capture)];
+    const spies = [
+      vi.spyOn(process.stdout, 'write').mockImplementation(capture),
+      vi.spyOn(process.stderr, 'write').mockImplementation(capture),
+    ];
     const logger = new Logger({ serviceName: 'ingest-log-test', logLevel: 'DEBUG' });
     try {
       const ingest = ingestWithRegistry(logger, 4096);
@@ -208,12 +234,27 @@ describe('bad input', () => {
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 1, value: caseAccepted(undefined, { payload: { caseId: secret } }) }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 2, value: `{"eventId": "${secret}", ` }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 3, value: caseAccepted(undefined, { eventVersion: secret }) }),
-          mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 4, value: caseAccepted(undefined, { payload: { caseId: `${secret}\u0000` } }) }),
-          mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 5, value: caseAccepted(undefined, { payload: { blob: secret.repeat(200) } }) }),
+          mskRecord({
+            topic: CASE_TOPIC,
+            partition: 0,
+            offset: 4,
+            value: caseAccepted(undefined, { payload: { caseId: `${secret}\u0000` } }),
+          }),
+          mskRecord({
+            topic: CASE_TOPIC,
+            partition: 0,
+            offset: 5,
+            value: caseAccepted(undefined, { payload: { blob: secret.repeat(200) } }),
+          }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 6, value: confluentFrame(AVRO_ID, Buffer.from(secret)) }),
           mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 7, value: `${'['.repeat(100)}"${secret}"` }),
           // Passes the envelope schema, but PostgreSQL refuses the date (22008) and its message quotes it.
-          mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 8, value: caseAccepted(undefined, { occurredAt: '0000-01-01T01:02:03.456789Z' }) }),
+          mskRecord({
+            topic: CASE_TOPIC,
+            partition: 0,
+            offset: 8,
+            value: caseAccepted(undefined, { occurredAt: '0000-01-01T01:02:03.456789Z' }),
+          }),
         ]),
       );
     } finally {

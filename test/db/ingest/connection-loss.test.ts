@@ -14,7 +14,17 @@ import type { KafkaBatchResponse } from '../../../functions/ingest/types';
 import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
-import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, ingestRole, PAYMENT_TOPIC, paymentCompleted, poisonRows, truncateAll } from './support';
+import {
+  CASE_TOPIC,
+  caseAccepted,
+  inboxRows,
+  ingestFor,
+  ingestRole,
+  PAYMENT_TOPIC,
+  paymentCompleted,
+  poisonRows,
+  truncateAll,
+} from './support';
 
 const db = await useTestDatabase();
 /** The test's own connection: holds the locks and terminates the ingest's backend. */
@@ -150,7 +160,9 @@ describe('the ingest backend terminated mid-batch', () => {
     expect(await poisonRows(db.sql)).toMatchObject([{ partition_no: 4, offset_no: 3, error_code: PoisonCodes.INVALID_JSON }]);
     const jobs = await db.sql<Array<{ source_event_id: string; n: number }>>`
       select source_event_id, count(*)::int as n from public.notification_jobs group by source_event_id order by source_event_id`;
-    expect(jobs).toEqual(events.map((e) => ({ source_event_id: e.event_id, n: 1 })).sort((a, b) => (a.source_event_id < b.source_event_id ? -1 : 1)));
+    expect(jobs).toEqual(
+      events.map((e) => ({ source_event_id: e.event_id, n: 1 })).sort((a, b) => (a.source_event_id < b.source_event_id ? -1 : 1)),
+    );
   });
 
   it('inline consumer: a handler whose savepoint was already released leaves no job when the backend dies after it', async () => {
@@ -193,7 +205,9 @@ describe('the ingest backend terminated mid-batch', () => {
     const again = await ingest(event);
 
     expect(again).toMatchObject({ strategy: 'direct', inserted: 2, processed: 2 });
-    const jobs = await db.sql<Array<{ source_event_id: string }>>`select source_event_id from public.notification_jobs order by source_event_id`;
+    const jobs = await db.sql<
+      Array<{ source_event_id: string }>
+    >`select source_event_id from public.notification_jobs order by source_event_id`;
     expect(jobs.map((j) => j.source_event_id)).toEqual(events.map((e) => e.event_id).sort());
   });
 });

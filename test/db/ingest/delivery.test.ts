@@ -89,15 +89,17 @@ describe('an unreachable database', () => {
     const held = new Promise<void>((r) => (release = r));
     let locked!: () => void;
     const isLocked = new Promise<void>((r) => (locked = r));
-    const holding = blocker.begin(async (tx) => {
-      await tx`insert into integration.consumer_inbox
+    const holding = blocker
+      .begin(async (tx) => {
+        await tx`insert into integration.consumer_inbox
                  (consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id,
                   topic_name, partition_no, offset_no, producer, occurred_at, status, payload)
                values ('case-projection', 'evt-5', 't', 1, 'case', 'c', ${CASE_TOPIC}, 1, 42, 'p', now(), 'RECEIVED', '{}')`;
-      locked();
-      await held;
-      throw new Error('roll back on purpose');
-    }).catch(() => undefined);
+        locked();
+        await held;
+        throw new Error('roll back on purpose');
+      })
+      .catch(() => undefined);
     await isLocked;
 
     const report = await ingestFor(timingOut, 'case-projection')(event);
@@ -150,12 +152,16 @@ describe('a batch without poison', () => {
       partitions: 8,
       count: 2000,
       firstOffset: 10,
-      value: (n) => caseAccepted(`evt-${n}`, { aggregateId: `agg-${n}`, payload: { n, note: note(n), nested: { list: [n, { deep: `d${n}` }] } } }),
+      value: (n) =>
+        caseAccepted(`evt-${n}`, { aggregateId: `agg-${n}`, payload: { n, note: note(n), nested: { list: [n, { deep: `d${n}` }] } } }),
       headers: (n) => ({ traceparent: `tp-${n}` }),
     });
     const event = mskEvent(records);
     event.records[`${CASE_TOPIC}-3`]![5]!.value = Buffer.from(
-      JSON.stringify(caseAccepted('evt-big', { aggregateId: 'agg-big' })).replace('"payload":{', '"payload":{"amount":12345678901234567890.5,'),
+      JSON.stringify(caseAccepted('evt-big', { aggregateId: 'agg-big' })).replace(
+        '"payload":{',
+        '"payload":{"amount":12345678901234567890.5,',
+      ),
     ).toString('base64');
 
     statements = 0;

@@ -57,7 +57,11 @@ describe('inline mode (notification-service)', () => {
     }
     const created = await jobs();
     expect(created.map((j) => j.source_event_id)).toEqual(events.map((e) => e.event_id).sort());
-    expect(created[0]).toMatchObject({ organization_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f', channel: 'email', payload: { amount: 1250, currency: 'EUR' } });
+    expect(created[0]).toMatchObject({
+      organization_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f',
+      channel: 'email',
+      payload: { amount: 1250, currency: 'EUR' },
+    });
   });
 
   it('treats an uppercase event_id as the same event', async () => {

@@ -57,9 +57,10 @@ describe('the store ladder', () => {
     await refuse('consumer_inbox', 'processing');
     const e = paymentCompleted();
 
-    const report = await ingestFor(db, 'notification-service')(
-      mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 4, value: e })]),
-    );
+    const report = await ingestFor(
+      db,
+      'notification-service',
+    )(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 4, value: e })]));
 
     expect(report).toMatchObject({ strategy: 'deferred', inserted: 1, processed: 0, response: { batchItemFailures: [] } });
     expect(await inboxRows(db.sql)).toMatchObject([{ event_id: e.event_id, status: 'RECEIVED' }]);

@@ -31,7 +31,11 @@ describe('EventRecordFormat JSON (Avro and Protobuf converted by the mapping)', 
       [0, 42, '2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e', 'PROCESSED'],
       [1, 7, '3c4d5e6f-7a8b-4c9d-8e0f-2a3b4c5d6e7f', 'PROCESSED'],
     ]);
-    expect(await jobs()).toEqual(['2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e', '3c4d5e6f-7a8b-4c9d-8e0f-2a3b4c5d6e7f', '9b2f6a4e-0c1d-4e2f-8a3b-4c5d6e7f8091']);
+    expect(await jobs()).toEqual([
+      '2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e',
+      '3c4d5e6f-7a8b-4c9d-8e0f-2a3b4c5d6e7f',
+      '9b2f6a4e-0c1d-4e2f-8a3b-4c5d6e7f8091',
+    ]);
     const poison = await poisonRows(db.sql);
     expect(poison).toHaveLength(1);
     expect(poison[0]).toMatchObject({

@@ -164,7 +164,12 @@ describe('ingest wakes its worker', () => {
 
     const report = await withTrigger(
       db.sql,
-      { name: 'refuse_slot', on: 'integration.consumer_worker_slot', when: 'before insert or update', body: "raise exception 'slot refused' using errcode = '55P03';" },
+      {
+        name: 'refuse_slot',
+        on: 'integration.consumer_worker_slot',
+        when: 'before insert or update',
+        body: "raise exception 'slot refused' using errcode = '55P03';",
+      },
       () => ingest(cases(2)),
     );
 
@@ -179,7 +184,12 @@ describe('ingest wakes its worker', () => {
 
     const report = await withTrigger(
       db.sql,
-      { name: 'inbox_down', on: 'integration.consumer_inbox', when: 'before insert', body: "raise exception 'gone' using errcode = '57P01';" },
+      {
+        name: 'inbox_down',
+        on: 'integration.consumer_inbox',
+        when: 'before insert',
+        body: "raise exception 'gone' using errcode = '57P01';",
+      },
       () => ingest(cases(2)),
     );
 
@@ -228,7 +238,10 @@ describe('an inline consumer wakes its worker', () => {
     };
     const { ingest } = ingestWithWakeUp(flaky);
 
-    const report = await ingest(mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted() })]), 'req-inline-retry');
+    const report = await ingest(
+      mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted() })]),
+      'req-inline-retry',
+    );
 
     expect(report).toMatchObject({ inserted: 1, processed: 0, retried: 1, wakeUp: 'sent' });
     expect(invocations().map((i) => i.Payload)).toEqual([
@@ -252,7 +265,9 @@ describe('a paused consumer (ops pause)', () => {
 
     expect(report).toMatchObject({ inserted: 3, wakeUp: 'paused', response: { batchItemFailures: [] } });
     expect(invocations()).toEqual([]);
-    expect(await slots()).toEqual([{ consumer_name: 'case-projection', slot_no: 1, held_by: 'wake-up:req-before-the-pause', held_for: false }]);
+    expect(await slots()).toEqual([
+      { consumer_name: 'case-projection', slot_no: 1, held_by: 'wake-up:req-before-the-pause', held_for: false },
+    ]);
     expect(await statesAndAttempts()).toEqual([{ status: 'RECEIVED', attempt_count: 0, n: 3 }]);
     expect(metric(MetricNames.WakeUpsSent)).toBeUndefined();
   });
@@ -271,7 +286,9 @@ describe('a paused consumer (ops pause)', () => {
 
     // Resumed: the next batch is processed inline again, and the worker takes the rows that waited.
     await db.sql`delete from integration.consumer_pause`;
-    const next = await ingest(mskEvent(spreadRecords({ topic: PAYMENT_TOPIC, partitions: 1, count: 1, value: () => paymentCompleted(), firstOffset: 100 })));
+    const next = await ingest(
+      mskEvent(spreadRecords({ topic: PAYMENT_TOPIC, partitions: 1, count: 1, value: () => paymentCompleted(), firstOffset: 100 })),
+    );
     expect(next).toMatchObject({ inserted: 1, processed: 1, pausedInline: false });
   });
 });

@@ -95,7 +95,9 @@ describe('runLocal', async () => {
     expect(total('reaped')).toBeGreaterThan(0);
     expect(result.consumers.map((c) => c.consumer)).toEqual(CONSUMERS);
     // The relay: refusals retried and both kinds of relay crash taken over.
-    expect(output).toMatch(/Outbox relay: .* [1-9][\d,]* events? published, .*crashes before-publish \(\d+ rows?\), after-ack \(\d+ rows?\)/);
+    expect(output).toMatch(
+      /Outbox relay: .* [1-9][\d,]* events? published, .*crashes before-publish \(\d+ rows?\), after-ack \(\d+ rows?\)/,
+    );
   });
 
   it('refuses a database that already holds rows', async () => {
@@ -169,13 +171,18 @@ describe('runLocal under steady load', () => {
     const db = await createTestDatabase();
     try {
       let output = '';
-      const result = await runLocal({ ...STEADY, reportFile: join(outDir, 'steady.html') }, { databaseUrl: db.url, out: { write: (t) => void (output += t) } });
+      const result = await runLocal(
+        { ...STEADY, reportFile: join(outDir, 'steady.html') },
+        { databaseUrl: db.url, out: { write: (t) => void (output += t) } },
+      );
 
       expect(result.checks.filter((c) => !c.ok)).toEqual([]);
       expect(result.exitCode).toBe(0);
       for (const consumer of ['case-projection', 'case-sla']) {
         const latency = result.latency.find((l) => l.consumer === consumer)!;
-        expect(latency.rows, consumer).toBe(result.consumers.find((c) => c.consumer === consumer)!.processed + result.consumers.find((c) => c.consumer === consumer)!.ignored);
+        expect(latency.rows, consumer).toBe(
+          result.consumers.find((c) => c.consumer === consumer)!.processed + result.consumers.find((c) => c.consumer === consumer)!.ignored,
+        );
         expect(latency.p50, consumer).not.toBeNull();
         expect(latency.p50!).toBeLessThanOrEqual(latency.p95!);
         expect(latency.p95!).toBeLessThanOrEqual(latency.p99!);
@@ -256,7 +263,20 @@ describe('npm start as a child process', () => {
   it('runs against DATABASE_URL and exits 0 with the summary', async () => {
     const db = await createTestDatabase();
     try {
-      const args = ['--events', '120', '--seed', '5', '--crashes', '1', '--tick-ms', '100', '--log-level', 'silent', '--report', join(outDir, 'child.html')];
+      const args = [
+        '--events',
+        '120',
+        '--seed',
+        '5',
+        '--crashes',
+        '1',
+        '--tick-ms',
+        '100',
+        '--log-level',
+        'silent',
+        '--report',
+        join(outDir, 'child.html'),
+      ];
       const { stdout } = await run(tsx, [script, ...args], {
         env: { ...process.env, DATABASE_URL: db.url },
         timeout: 55_000,

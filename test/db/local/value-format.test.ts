@@ -41,7 +41,10 @@ describe.each([
     const db = await createTestDatabase();
     try {
       let output = '';
-      const result = await runLocal({ ...SMALL, valueFormat: format, reportFile: join(outDir, `${format}.html`) }, { databaseUrl: db.url, out: { write: (t) => void (output += t) } });
+      const result = await runLocal(
+        { ...SMALL, valueFormat: format, reportFile: join(outDir, `${format}.html`) },
+        { databaseUrl: db.url, out: { write: (t) => void (output += t) } },
+      );
 
       expect(result.checks.filter((c) => !c.ok)).toEqual([]);
       expect(result.exitCode).toBe(0);

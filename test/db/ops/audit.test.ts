@@ -50,7 +50,11 @@ describe('ops audit', () => {
   });
 
   it('pages by keyset without skipping or repeating rows', async () => {
-    const ids = [await recorded('pause', 3, ['case-sla']), await recorded('resume', 2, ['case-sla']), await recorded('pause', 1, ['case-sla'])];
+    const ids = [
+      await recorded('pause', 3, ['case-sla']),
+      await recorded('resume', 2, ['case-sla']),
+      await recorded('pause', 1, ['case-sla']),
+    ];
 
     const first = await run(deps, { command: 'audit', limit: 2 });
     const second = await run(deps, { command: 'audit', limit: 2, cursor: first.nextCursor });
@@ -75,7 +79,10 @@ describe('the audit row of an action on inbox rows', () => {
       create trigger fail_audit before insert on integration.operator_audit
         for each row execute function test_fail_audit();`);
     try {
-      return await act().then(() => undefined, (e: unknown) => e);
+      return await act().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
     } finally {
       await db.sql.unsafe('drop trigger fail_audit on integration.operator_audit; drop function test_fail_audit();');
     }
@@ -122,7 +129,10 @@ describe('migration 0070', () => {
     const old = await emptyDatabase();
     try {
       const all = await loadMigrations(MIGRATIONS_DIR);
-      await migrate(old.sql, all.filter((m) => m.version < 70));
+      await migrate(
+        old.sql,
+        all.filter((m) => m.version < 70),
+      );
       const auditId = randomUUID();
       const inboxId = randomUUID();
       await old.sql`

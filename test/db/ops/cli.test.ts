@@ -45,7 +45,8 @@ describe('the ops CLI', () => {
     expect(real.code).toBe(0);
     expect(real.stdout).toContain('replayed 1 row(s) to RETRY_PENDING');
     expect(real.stdout).toContain(row!.inbox_id);
-    const [audit] = await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
+    const [audit] =
+      await db.sql`select actor, reason, source, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
     expect(audit).toEqual({ actor: 'ci-bot', reason: 'cli test', source: 'cli', inbox_ids: [row!.inbox_id] });
   });
 
@@ -88,7 +89,13 @@ describe('the ops CLI', () => {
   it('lists every command in --help', async () => {
     const help = await ops('--help');
     expect(help.code).toBe(0);
-    for (const command of ['event (--event-id E', 'resolve (--id ID', 'audit [--consumer C]', 'pause --consumer C', 'stats [--consumer C]']) {
+    for (const command of [
+      'event (--event-id E',
+      'resolve (--id ID',
+      'audit [--consumer C]',
+      'pause --consumer C',
+      'stats [--consumer C]',
+    ]) {
       expect(help.stdout).toContain(command);
     }
   });

@@ -91,7 +91,7 @@ describe("event: the row's place in its aggregate", () => {
       errorCode: status === 'QUARANTINED' ? 'PAYLOAD_INVALID' : null,
     });
     // Arrival order differs from version order: the position follows versions.
-    const [, v2, v3, , ] = await insertInboxRows(db.sql, [
+    const [, v2, v3, ,] = await insertInboxRows(db.sql, [
       versioned(1, 'PROCESSED'),
       versioned(2, 'RETRY_PENDING'),
       versioned(3, 'RECEIVED'),
@@ -133,10 +133,15 @@ describe('event: operator actions', () => {
 });
 
 describe('event: by Kafka offset', () => {
-  it('finds the poison row of a poisoned offset next to the other consumer\'s inbox row of the same record', async () => {
+  it("finds the poison row of a poisoned offset next to the other consumer's inbox row of the same record", async () => {
     const offset = 9_000_001;
     const sla = await insertInboxRow(db.sql, { consumerName: 'case-sla', partition: 3, offset, status: 'PROCESSED' });
-    const { poison_id } = await insertPoisonRow(db.sql, { consumerName: 'case-projection', partition: 3, offset, errorCode: 'ENVELOPE_INVALID' });
+    const { poison_id } = await insertPoisonRow(db.sql, {
+      consumerName: 'case-projection',
+      partition: 3,
+      offset,
+      errorCode: 'ENVELOPE_INVALID',
+    });
     // Another partition's same offset is another record.
     await insertPoisonRow(db.sql, { consumerName: 'case-projection', partition: 4, offset });
 
@@ -144,7 +149,13 @@ describe('event: by Kafka offset', () => {
 
     expect(result.events.map((e: { consumer: string; inboxId: string }) => [e.consumer, e.inboxId])).toEqual([['case-sla', sla.inbox_id]]);
     expect(result.poison).toEqual([
-      expect.objectContaining({ poison_id, consumer_name: 'case-projection', partition_no: 3, offset_no: offset, error_code: 'ENVELOPE_INVALID' }),
+      expect.objectContaining({
+        poison_id,
+        consumer_name: 'case-projection',
+        partition_no: 3,
+        offset_no: offset,
+        error_code: 'ENVELOPE_INVALID',
+      }),
     ]);
     expect(result.poison[0]).not.toHaveProperty('raw_value');
     const projectionOnly = await eventOf({ topic: TOPIC, partition: 3, offset, consumer: 'case-projection' });
@@ -224,7 +235,10 @@ describe('event: across consumers', () => {
 
 describe('event: payloads', () => {
   it('carries no payload or headers unless asked for', async () => {
-    const row = await insertInboxRow(db.sql, { payload: { caseId: 'case_secret_42', acceptedAt: '2026-07-03T09:15:30Z' }, headers: { h: 'v' } });
+    const row = await insertInboxRow(db.sql, {
+      payload: { caseId: 'case_secret_42', acceptedAt: '2026-07-03T09:15:30Z' },
+      headers: { h: 'v' },
+    });
 
     const plain = await eventOf({ eventId: row.event_id });
     const full = await eventOf({ eventId: row.event_id, includePayload: true });

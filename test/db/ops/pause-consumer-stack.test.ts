@@ -63,16 +63,20 @@ const sent = (mock: { calls(): { args: unknown[] }[] }) =>
     return [command.constructor.name, command.input];
   });
 
-const pauses = () => db.sql`select target, paused_by, reason from integration.consumer_pause where consumer_name = ${CONSUMER} order by target`;
+const pauses = () =>
+  db.sql`select target, paused_by, reason from integration.consumer_pause where consumer_name = ${CONSUMER} order by target`;
 
 beforeEach(async () => {
   ssmMock.reset();
   schedulerMock.reset();
   lambdaMock.reset();
   await db.sql`delete from integration.consumer_pause`;
-  ssmMock
-    .on(GetParameterCommand, { Name: `${DIRECTORY}${CONSUMER}` })
-    .resolves({ Parameter: { Name: `${DIRECTORY}${CONSUMER}`, Value: JSON.stringify({ workerSchedule: `worker-${CONSUMER}`, workerFunction: WORKER, ingestMappings: [MAPPING] }) } });
+  ssmMock.on(GetParameterCommand, { Name: `${DIRECTORY}${CONSUMER}` }).resolves({
+    Parameter: {
+      Name: `${DIRECTORY}${CONSUMER}`,
+      Value: JSON.stringify({ workerSchedule: `worker-${CONSUMER}`, workerFunction: WORKER, ingestMappings: [MAPPING] }),
+    },
+  });
 });
 
 describe('ops for a consumer in a consumer stack', () => {
@@ -137,14 +141,19 @@ describe('ops for a consumer in a consumer stack', () => {
   });
 
   it('refuses a consumer its stage did not deploy, switching nothing', async () => {
-    ssmMock.on(GetParameterCommand, { Name: `${DIRECTORY}case-sla` }).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+    ssmMock
+      .on(GetParameterCommand, { Name: `${DIRECTORY}case-sla` })
+      .rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
 
     const out = await ops('pause', '--consumer', 'case-sla', '--reason', 'INC-8', '--json');
 
     expect(out.code).toBe(1);
     expect(JSON.parse(out.stdout)).toMatchObject({
       ok: false,
-      error: { code: 'NOT_CONFIGURED', message: 'consumer "case-sla" is not deployed in this stage (no SSM parameter /KafkaInbox/dev/consumers/case-sla)' },
+      error: {
+        code: 'NOT_CONFIGURED',
+        message: 'consumer "case-sla" is not deployed in this stage (no SSM parameter /KafkaInbox/dev/consumers/case-sla)',
+      },
     });
     expect(sent(schedulerMock)).toEqual([]);
     expect(sent(lambdaMock)).toEqual([]);

@@ -77,7 +77,8 @@ const sent = (mock: typeof schedulerMock | typeof lambdaMock) =>
   mock.calls().map((c) => [(c.args[0] as { constructor: { name: string } }).constructor.name, c.args[0].input]);
 
 const audits = () => db.sql`select * from integration.operator_audit order by created_at`;
-const pauses = () => db.sql`select consumer_name, target, paused_by, reason, audit_id from integration.consumer_pause order by consumer_name, target`;
+const pauses = () =>
+  db.sql`select consumer_name, target, paused_by, reason, audit_id from integration.consumer_pause order by consumer_name, target`;
 
 beforeEach(async () => {
   schedulerMock.reset();
@@ -98,7 +99,13 @@ describe('pause: the worker schedule (the default)', () => {
       ['UpdateScheduleCommand', carriedBack(current, 'DISABLED')],
     ]);
     expect(lambdaMock.calls()).toHaveLength(0);
-    const target = { kind: 'worker-schedule', id: 'inbox-schedules/inbox-worker-case-projection', previous: 'ENABLED', state: 'DISABLED', changed: true };
+    const target = {
+      kind: 'worker-schedule',
+      id: 'inbox-schedules/inbox-worker-case-projection',
+      previous: 'ENABLED',
+      state: 'DISABLED',
+      changed: true,
+    };
     expect(result).toEqual({
       consumer: 'case-projection',
       action: 'pause',
@@ -108,7 +115,9 @@ describe('pause: the worker schedule (the default)', () => {
       auditId: expect.any(String),
     });
     // The pause the workers obey, written with its audit row.
-    expect(await pauses()).toEqual([{ consumer_name: 'case-projection', target: 'worker', paused_by: 'alice', reason: 'INC-9', audit_id: result.auditId }]);
+    expect(await pauses()).toEqual([
+      { consumer_name: 'case-projection', target: 'worker', paused_by: 'alice', reason: 'INC-9', audit_id: result.auditId },
+    ]);
     const [audit, ...more] = await audits();
     expect(more).toHaveLength(0);
     expect(audit).toMatchObject({
@@ -158,17 +167,23 @@ describe('resume: the worker schedule', () => {
     expect(result).toMatchObject({ paused: [], wakeUp: 'not-configured' });
   });
 
-  it('wakes the consumer\'s worker once the pause is lifted: one asynchronous Invoke with a resume event', async () => {
+  it("wakes the consumer's worker once the pause is lifted: one asynchronous Invoke with a resume event", async () => {
     schedulerMock.on(GetScheduleCommand).resolves(scheduleAs('DISABLED'));
     schedulerMock.on(UpdateScheduleCommand).resolves({});
     lambdaMock.on(InvokeCommand).resolves({ StatusCode: 202 });
     await pauseConsumer(db.sql, 'case-projection');
-    const withWorkers: OpsDeps = { ...deps, config: { ...deps.config, workerFunctions: { 'case-projection': 'inbox-worker-fn-case-projection' } } };
+    const withWorkers: OpsDeps = {
+      ...deps,
+      config: { ...deps.config, workerFunctions: { 'case-projection': 'inbox-worker-fn-case-projection' } },
+    };
 
     const result = await run(withWorkers, { command: 'resume', consumer: 'case-projection', reason: 'downstream back' });
 
     expect(sent(lambdaMock)).toEqual([
-      ['InvokeCommand', { FunctionName: 'inbox-worker-fn-case-projection', InvocationType: 'Event', Payload: Buffer.from('{"source":"resume"}') }],
+      [
+        'InvokeCommand',
+        { FunctionName: 'inbox-worker-fn-case-projection', InvocationType: 'Event', Payload: Buffer.from('{"source":"resume"}') },
+      ],
     ]);
     expect(result).toMatchObject({ paused: [], wakeUp: 'sent' });
   });
@@ -185,7 +200,11 @@ describe('pause and resume: the database and AWS disagree', () => {
     expect(error.message).toContain('IS paused for its workers');
     expect(await pauses()).toEqual([expect.objectContaining({ consumer_name: 'case-projection', target: 'worker', paused_by: 'alice' })]);
     const [audit] = await audits();
-    expect(audit).toMatchObject({ action: 'pause', affected_count: 0, outcome: { targets: [], database: ['worker'], error: 'ThrottlingException: Rate exceeded' } });
+    expect(audit).toMatchObject({
+      action: 'pause',
+      affected_count: 0,
+      outcome: { targets: [], database: ['worker'], error: 'ThrottlingException: Rate exceeded' },
+    });
   });
 
   it('a worker pause the database cannot record is no pause for the workers, and the command says so', async () => {
@@ -196,7 +215,10 @@ describe('pause and resume: the database and AWS disagree', () => {
     const logged: string[] = [];
     const logger = { info() {}, error: (m: string) => logged.push(m) };
 
-    const error = await opsError(run({ ...deps, sql: gone, logger }, { command: 'pause', consumer: 'case-projection', reason: 'db down' }), 'PARTIALLY_APPLIED');
+    const error = await opsError(
+      run({ ...deps, sql: gone, logger }, { command: 'pause', consumer: 'case-projection', reason: 'db down' }),
+      'PARTIALLY_APPLIED',
+    );
 
     expect(error.message).toContain('NOT paused for its workers');
     expect(schedulerMock.commandCalls(UpdateScheduleCommand)).toHaveLength(1);
@@ -205,7 +227,7 @@ describe('pause and resume: the database and AWS disagree', () => {
 });
 
 describe('pause and resume --ingest: the event-source mappings', () => {
-  it('pause --ingest disables each of the consumer\'s mappings with Enabled: false, and leaves the worker alone', async () => {
+  it("pause --ingest disables each of the consumer's mappings with Enabled: false, and leaves the worker alone", async () => {
     lambdaMock.on(GetEventSourceMappingCommand).resolves({ State: 'Enabled' });
     lambdaMock.on(UpdateEventSourceMappingCommand).resolves({ State: 'Disabling' });
 
@@ -223,7 +245,12 @@ describe('pause and resume --ingest: the event-source mappings', () => {
       { kind: 'ingest-mapping', id: MAPPING_B, previous: 'Enabled', state: 'Disabling', changed: true },
     ]);
     const [audit] = await audits();
-    expect(audit).toMatchObject({ action: 'pause', request: { worker: false, ingest: true }, affected_count: 2, reason: 'database overloaded' });
+    expect(audit).toMatchObject({
+      action: 'pause',
+      request: { worker: false, ingest: true },
+      affected_count: 2,
+      reason: 'database overloaded',
+    });
   });
 
   it('resume --ingest --worker enables the worker schedule and each mapping not already on its way', async () => {
@@ -283,7 +310,10 @@ describe('pause and resume --ingest: the event-source mappings', () => {
     const logged: [string, Record<string, unknown>][] = [];
     const logger = { info() {}, error: (m: string, extra: Record<string, unknown>) => logged.push([m, extra]) };
 
-    const result = await run({ ...deps, sql: gone, logger }, { command: 'pause', consumer: 'case-projection', ingest: true, reason: 'db down' });
+    const result = await run(
+      { ...deps, sql: gone, logger },
+      { command: 'pause', consumer: 'case-projection', ingest: true, reason: 'db down' },
+    );
 
     expect(result.auditId).toBeNull();
     expect(lambdaMock.commandCalls(UpdateEventSourceMappingCommand).map((c) => c.args[0].input)).toEqual([
@@ -298,7 +328,11 @@ describe('pause and resume --ingest: the event-source mappings', () => {
 
 describe('refusals', () => {
   it('names the problem and sends nothing', async () => {
-    const unconfigured = opsDeps(db.sql, { scheduler, lambda, config: { ...schedulerConfig({ workerSchedules: {} }), ingestMappings: {} } });
+    const unconfigured = opsDeps(db.sql, {
+      scheduler,
+      lambda,
+      config: { ...schedulerConfig({ workerSchedules: {} }), ingestMappings: {} },
+    });
     await opsError(run(deps, { command: 'pause', consumer: 'nobody' }), 'UNKNOWN_CONSUMER');
     await opsError(run(unconfigured, { command: 'pause', consumer: 'case-projection' }), 'NOT_CONFIGURED');
     await opsError(run(unconfigured, { command: 'resume', consumer: 'case-projection', ingest: true }), 'NOT_CONFIGURED');
@@ -310,7 +344,9 @@ describe('refusals', () => {
   });
 
   it('turns a missing schedule or mapping into NOT_FOUND', async () => {
-    schedulerMock.on(GetScheduleCommand).rejects(new ResourceNotFoundException({ message: 'Schedule not found', $metadata: {}, Message: 'Schedule not found' }));
+    schedulerMock
+      .on(GetScheduleCommand)
+      .rejects(new ResourceNotFoundException({ message: 'Schedule not found', $metadata: {}, Message: 'Schedule not found' }));
     lambdaMock.on(GetEventSourceMappingCommand).rejects(new MappingNotFound({ message: 'not found', $metadata: {} }));
 
     await opsError(run(deps, { command: 'resume', consumer: 'case-projection' }), 'NOT_FOUND');

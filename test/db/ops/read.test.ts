@@ -77,7 +77,9 @@ describe('stats: rows received in a window', () => {
 
   it("counts the last hour's rows per consumer and event type, whatever became of them", async () => {
     await receivedInEveryStatus(10, 5);
-    const [purged] = await insertInboxRows(db.sql, [{ status: 'PROCESSED', eventType: 'regulatory.case.status-changed.v1', receivedSecondsAgo: 1200 }]);
+    const [purged] = await insertInboxRows(db.sql, [
+      { status: 'PROCESSED', eventType: 'regulatory.case.status-changed.v1', receivedSecondsAgo: 1200 },
+    ]);
     await db.sql`update integration.consumer_inbox set payload_purged_at = now(), payload = '{}' where inbox_id = ${purged!.inbox_id}`;
     await insertInboxRows(db.sql, [{ consumerName: 'case-sla', status: 'IGNORED', receivedSecondsAgo: 60 }]);
     // Received before the window, finished inside it: not received in the window.
@@ -170,9 +172,9 @@ describe('quarantine', () => {
       set quarantined_at = '2026-07-03T10:00:00.123456Z'::timestamptz - make_interval(secs => o.n)
       from (select inbox_id, least(row_number() over (order by inbox_id), 4) as n from integration.consumer_inbox) o
       where o.inbox_id = i.inbox_id`;
-    const expected = (
-      await db.sql`select inbox_id from integration.consumer_inbox order by quarantined_at desc, inbox_id desc`
-    ).map((r) => r.inbox_id);
+    const expected = (await db.sql`select inbox_id from integration.consumer_inbox order by quarantined_at desc, inbox_id desc`).map(
+      (r) => r.inbox_id,
+    );
 
     const seen: string[] = [];
     let cursor: string | undefined;

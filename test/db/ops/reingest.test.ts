@@ -44,15 +44,14 @@ async function poisonedYesterday(envelope: unknown): Promise<string> {
   return row!.poison_id;
 }
 
-const poisonRow = async (id: string) =>
-  (await db.sql`select * from integration.consumer_raw_poison where poison_id = ${id}`)[0]!;
+const poisonRow = async (id: string) => (await db.sql`select * from integration.consumer_raw_poison where poison_id = ${id}`)[0]!;
 
 beforeEach(async () => {
   await db.sql`truncate integration.consumer_inbox, integration.consumer_raw_poison, integration.operator_audit, public.notification_jobs`;
 });
 
 describe('poison reingest', () => {
-  it('stores a record that today\'s schemas accept as an inbox row and resolves the poison row, in one go', async () => {
+  it("stores a record that today's schemas accept as an inbox row and resolves the poison row, in one go", async () => {
     const envelope = paymentCompleted(randomUUID());
     const poisonId = await poisonedYesterday(envelope);
     const poison = await poisonRow(poisonId);

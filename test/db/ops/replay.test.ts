@@ -37,7 +37,8 @@ describe('replay by inbox id', () => {
       error_detail: null,
       locked_by: null,
     });
-    const [check] = await db.sql`select next_attempt_at <= now() as due from integration.consumer_inbox where inbox_id = ${target.inbox_id}`;
+    const [check] =
+      await db.sql`select next_attempt_at <= now() as due from integration.consumer_inbox where inbox_id = ${target.inbox_id}`;
     expect(check).toEqual({ due: true });
     expect(await rowOf(other.inbox_id)).toEqual(otherBefore);
   });
@@ -157,7 +158,11 @@ describe('dry run', () => {
 
     expect(result).toMatchObject({ dryRun: true, matched: 3, wouldReplay: 2, limit: 2 });
     expect(result.rows).toHaveLength(2);
-    expect(result.rows[0]).toMatchObject({ consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', errorCode: 'PAYLOAD_INVALID' });
+    expect(result.rows[0]).toMatchObject({
+      consumer: 'case-projection',
+      eventType: 'regulatory.case.accepted.v1',
+      errorCode: 'PAYLOAD_INVALID',
+    });
     expect(await allInboxRows(db.sql)).toEqual(before);
     const [audit, ...more] = await audits();
     expect(more).toHaveLength(0);
@@ -202,10 +207,7 @@ describe('refusals', () => {
 
   it('fails with NO_ROWS_MATCH, and records nothing, when nothing matches', async () => {
     await quarantined({ errorCode: 'PAYLOAD_INVALID' });
-    await opsError(
-      run(deps, { command: 'replay', consumer: 'case-projection', errorCode: 'NOPE', reason: 'x' }),
-      'NO_ROWS_MATCH',
-    );
+    await opsError(run(deps, { command: 'replay', consumer: 'case-projection', errorCode: 'NOPE', reason: 'x' }), 'NO_ROWS_MATCH');
     await opsError(run(deps, { command: 'replay', consumer: 'case-sla', dryRun: true }), 'NO_ROWS_MATCH');
     expect(await audits()).toHaveLength(0);
   });

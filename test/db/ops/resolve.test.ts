@@ -52,7 +52,12 @@ describe('resolve', () => {
     const a = await quarantined({ errorCode: 'AGGREGATE_VERSION_GAP' });
     const b = await quarantined({ errorCode: 'AGGREGATE_VERSION_GAP' });
 
-    const result = await run(deps, { command: 'resolve', consumer: 'case-projection', errorCode: 'AGGREGATE_VERSION_GAP', reason: 'gap accepted' });
+    const result = await run(deps, {
+      command: 'resolve',
+      consumer: 'case-projection',
+      errorCode: 'AGGREGATE_VERSION_GAP',
+      reason: 'gap accepted',
+    });
 
     const [audit, ...more] = await audits();
     expect(more).toHaveLength(0);

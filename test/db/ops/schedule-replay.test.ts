@@ -27,7 +27,9 @@ describe('schedule-replay', () => {
       { status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' },
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' },
     ]);
-    mock.on(CreateScheduleCommand).resolves({ ScheduleArn: 'arn:aws:scheduler:eu-west-1:123456789012:schedule/inbox-schedules/ops-replay-night' });
+    mock
+      .on(CreateScheduleCommand)
+      .resolves({ ScheduleArn: 'arn:aws:scheduler:eu-west-1:123456789012:schedule/inbox-schedules/ops-replay-night' });
 
     const result = await runCommand(
       deps,
@@ -106,7 +108,11 @@ describe('schedule-replay', () => {
   it('in the ops Lambda, targets the function itself (its unqualified ARN from the context)', async () => {
     await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
     mock.on(CreateScheduleCommand).resolves({});
-    const lambdaDeps = opsDeps(db.as(DatabaseRoles.ops), { scheduler, now, config: schedulerConfig({ opsFunctionArn: undefined }) as never });
+    const lambdaDeps = opsDeps(db.as(DatabaseRoles.ops), {
+      scheduler,
+      now,
+      config: schedulerConfig({ opsFunctionArn: undefined }) as never,
+    });
     const handler = createOpsHandler(async () => lambdaDeps, silentLogger);
     const response = await handler(
       { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'later', actor: 'bob' },
@@ -136,11 +142,21 @@ describe('schedule-replay', () => {
 
     // What EventBridge Scheduler will deliver to the ops Lambda.
     const handler = createOpsHandler(async () => deps, silentLogger);
-    const response = await handler(input, { awsRequestId: 'req-scheduled-1', invokedFunctionArn: schedulerConfig().scheduler.opsFunctionArn! });
+    const response = await handler(input, {
+      awsRequestId: 'req-scheduled-1',
+      invokedFunctionArn: schedulerConfig().scheduler.opsFunctionArn!,
+    });
 
     expect(response).toMatchObject({ ok: true, result: { replayed: 1 } });
-    const [audit] = await db.sql`select actor, reason, source, request_id, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
-    expect(audit).toEqual({ actor: 'alice', reason: 'later', source: 'schedule', request_id: 'req-scheduled-1', inbox_ids: [row!.inbox_id] });
+    const [audit] =
+      await db.sql`select actor, reason, source, request_id, inbox_ids from integration.operator_audit where action = 'replay' and not dry_run`;
+    expect(audit).toEqual({
+      actor: 'alice',
+      reason: 'later',
+      source: 'schedule',
+      request_id: 'req-scheduled-1',
+      inbox_ids: [row!.inbox_id],
+    });
     expect(await db.sql`select ran_request_id from integration.scheduled_replay`).toEqual([{ ran_request_id: 'req-scheduled-1' }]);
   });
 
@@ -149,15 +165,28 @@ describe('schedule-replay', () => {
       runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-03T08:59:59Z', reason: 'x' }, cli),
       'BAD_ARGUMENTS',
     );
-    await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z' }, cli), 'REASON_REQUIRED');
-    await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'nobody', at: '2026-07-04T00:00:00Z', reason: 'x' }, cli), 'UNKNOWN_CONSUMER');
-    await opsError(runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: 'tomorrow', reason: 'x' }, cli), 'BAD_ARGUMENTS');
+    await opsError(
+      runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z' }, cli),
+      'REASON_REQUIRED',
+    );
+    await opsError(
+      runCommand(deps, { command: 'schedule-replay', consumer: 'nobody', at: '2026-07-04T00:00:00Z', reason: 'x' }, cli),
+      'UNKNOWN_CONSUMER',
+    );
+    await opsError(
+      runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: 'tomorrow', reason: 'x' }, cli),
+      'BAD_ARGUMENTS',
+    );
     expect(mock.calls()).toHaveLength(0);
   });
 
   it('refuses a schedule name outside ops-replay-*, the only names the ops role may create', async () => {
     const error = await opsError(
-      runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'x', name: 'night-replay' }, cli),
+      runCommand(
+        deps,
+        { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'x', name: 'night-replay' },
+        cli,
+      ),
       'BAD_ARGUMENTS',
     );
     expect(error.message).toContain('ops-replay-');
@@ -180,8 +209,15 @@ describe('run-scheduled-replay: at most once', () => {
       { status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' },
     ]);
     mock.on(CreateScheduleCommand).resolves({});
-    await runCommand(deps, { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'after the fix' }, cli);
-    const input = JSON.parse(mock.commandCalls(CreateScheduleCommand).at(-1)!.args[0].input.Target!.Input!) as { command: string; replayId: string };
+    await runCommand(
+      deps,
+      { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'after the fix' },
+      cli,
+    );
+    const input = JSON.parse(mock.commandCalls(CreateScheduleCommand).at(-1)!.args[0].input.Target!.Input!) as {
+      command: string;
+      replayId: string;
+    };
     return { input, ids: rows.map((r) => r.inbox_id) };
   }
 
@@ -197,8 +233,22 @@ describe('run-scheduled-replay: at most once', () => {
     expect(second).toMatchObject({ ok: false, error: { code: 'REPLAY_REFUSED', details: { refused: 'already-ran' } } });
     expect(await db.sql`select status from integration.consumer_inbox`).toEqual([{ status: 'QUARANTINED' }, { status: 'QUARANTINED' }]);
     expect(await replayAudits()).toEqual([
-      { action: 'replay', source: 'schedule', request_id: 'req-1', affected_count: 2, inbox_ids: expect.arrayContaining(ids), outcome: expect.any(Object) },
-      { action: 'scheduled-replay-refused', source: 'lambda', request_id: 'req-2', affected_count: 0, inbox_ids: [], outcome: expect.objectContaining({ refused: 'already-ran' }) },
+      {
+        action: 'replay',
+        source: 'schedule',
+        request_id: 'req-1',
+        affected_count: 2,
+        inbox_ids: expect.arrayContaining(ids),
+        outcome: expect.any(Object),
+      },
+      {
+        action: 'scheduled-replay-refused',
+        source: 'lambda',
+        request_id: 'req-2',
+        affected_count: 0,
+        inbox_ids: [],
+        outcome: expect.objectContaining({ refused: 'already-ran' }),
+      },
     ]);
   });
 
@@ -239,7 +289,11 @@ describe('run-scheduled-replay: at most once', () => {
     mock.on(CreateScheduleCommand).resolves({});
     const tomorrow = new Date(Date.now() + 86_400_000).toISOString();
     const later = opsDeps(db.as(DatabaseRoles.ops), { scheduler });
-    const { replayId } = (await runCommand(later, { command: 'schedule-replay', ids: [row!.inbox_id], at: tomorrow, reason: 'tomorrow' }, cli)) as { replayId: string };
+    const { replayId } = (await runCommand(
+      later,
+      { command: 'schedule-replay', ids: [row!.inbox_id], at: tomorrow, reason: 'tomorrow' },
+      cli,
+    )) as { replayId: string };
 
     const answer = await invoke({ command: 'run-scheduled-replay', replayId }, 'req-early');
 
@@ -251,7 +305,10 @@ describe('run-scheduled-replay: at most once', () => {
   it('takes nothing from the event: a replay claiming source schedule is refused as an unknown argument', async () => {
     await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
 
-    const answer = await invoke({ command: 'replay', consumer: 'case-projection', reason: 'x', actor: 'mallory', source: 'schedule' }, 'req-x');
+    const answer = await invoke(
+      { command: 'replay', consumer: 'case-projection', reason: 'x', actor: 'mallory', source: 'schedule' },
+      'req-x',
+    );
 
     expect(answer).toMatchObject({ ok: false, error: { code: 'BAD_ARGUMENTS', message: expect.stringContaining('source') } });
     expect(await db.sql`select status from integration.consumer_inbox`).toEqual([{ status: 'QUARANTINED' }]);

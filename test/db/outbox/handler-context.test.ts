@@ -117,7 +117,12 @@ describe('case-sla: the obligation, its audit and its event, once', () => {
   });
 
   it('an ignored event (another case event type) writes neither audit nor outbox', async () => {
-    await insertInboxRow(sql, { consumerName: 'case-sla', eventType: CASE_STATUS_CHANGED, aggregateVersion: 2, payload: { caseId: 'case_i', newStatus: 'X' } });
+    await insertInboxRow(sql, {
+      consumerName: 'case-sla',
+      eventType: CASE_STATUS_CHANGED,
+      aggregateVersion: 2,
+      payload: { caseId: 'case_i', newStatus: 'X' },
+    });
 
     const result = await work(sql, caseSla);
 
@@ -127,7 +132,10 @@ describe('case-sla: the obligation, its audit and its event, once', () => {
   });
 
   it('a batch of many cases: one statement each for obligations, audit and outbox; one of each per case', async () => {
-    await insertInboxRows(sql, Array.from({ length: 30 }, (_, i) => slaRow(`case_m${i}`)));
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 30 }, (_, i) => slaRow(`case_m${i}`)),
+    );
 
     const result = await work(sql, caseSla);
 
@@ -143,22 +151,64 @@ describe('case-projection: one audit row per applied change, none for a stale du
   it('accepted, then status changes in order: each applied effect audited with before → after', async () => {
     await insertInboxRows(sql, [
       { eventId: 'evt_p0', aggregateId: 'case_p', payload: caseAcceptedPayload('case_p'), receivedSecondsAgo: 30 },
-      { eventId: 'evt_p1', aggregateId: 'case_p', eventType: CASE_STATUS_CHANGED, aggregateVersion: 1, payload: { caseId: 'case_p', newStatus: 'IN_REVIEW' }, receivedSecondsAgo: 20 },
-      { eventId: 'evt_p2', aggregateId: 'case_p', eventType: CASE_STATUS_CHANGED, aggregateVersion: 2, payload: { caseId: 'case_p', newStatus: 'DECIDED' }, receivedSecondsAgo: 10 },
+      {
+        eventId: 'evt_p1',
+        aggregateId: 'case_p',
+        eventType: CASE_STATUS_CHANGED,
+        aggregateVersion: 1,
+        payload: { caseId: 'case_p', newStatus: 'IN_REVIEW' },
+        receivedSecondsAgo: 20,
+      },
+      {
+        eventId: 'evt_p2',
+        aggregateId: 'case_p',
+        eventType: CASE_STATUS_CHANGED,
+        aggregateVersion: 2,
+        payload: { caseId: 'case_p', newStatus: 'DECIDED' },
+        receivedSecondsAgo: 10,
+      },
     ]);
 
     await work(sql, caseProjection);
 
-    expect((await auditRows()).map(({ source_event_id, change, before_value, after_value }) => ({ source_event_id, change, before_value, after_value }))).toEqual([
-      { source_event_id: 'evt_p1', change: 'CASE_STATUS_CHANGED', before_value: null, after_value: { status: 'IN_REVIEW', aggregateVersion: 1 } },
-      { source_event_id: 'evt_p2', change: 'CASE_STATUS_CHANGED', before_value: { status: 'IN_REVIEW' }, after_value: { status: 'DECIDED', aggregateVersion: 2 } },
-      { source_event_id: 'evt_p0', change: 'CASE_ACCEPTED', before_value: { status: 'DECIDED' }, after_value: { status: 'ACCEPTED', acceptedAt: '2026-07-03T09:15:30.000Z' } },
+    expect(
+      (await auditRows()).map(({ source_event_id, change, before_value, after_value }) => ({
+        source_event_id,
+        change,
+        before_value,
+        after_value,
+      })),
+    ).toEqual([
+      {
+        source_event_id: 'evt_p1',
+        change: 'CASE_STATUS_CHANGED',
+        before_value: null,
+        after_value: { status: 'IN_REVIEW', aggregateVersion: 1 },
+      },
+      {
+        source_event_id: 'evt_p2',
+        change: 'CASE_STATUS_CHANGED',
+        before_value: { status: 'IN_REVIEW' },
+        after_value: { status: 'DECIDED', aggregateVersion: 2 },
+      },
+      {
+        source_event_id: 'evt_p0',
+        change: 'CASE_ACCEPTED',
+        before_value: { status: 'DECIDED' },
+        after_value: { status: 'ACCEPTED', acceptedAt: '2026-07-03T09:15:30.000Z' },
+      },
     ]);
   });
 
   it('a stale duplicate version is processed without an audit row', async () => {
     await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_s', 'DECIDED', 3)`;
-    await insertInboxRow(sql, { eventId: 'evt_s2', aggregateId: 'case_s', eventType: CASE_STATUS_CHANGED, aggregateVersion: 2, payload: { caseId: 'case_s', newStatus: 'OLD' } });
+    await insertInboxRow(sql, {
+      eventId: 'evt_s2',
+      aggregateId: 'case_s',
+      eventType: CASE_STATUS_CHANGED,
+      aggregateVersion: 2,
+      payload: { caseId: 'case_s', newStatus: 'OLD' },
+    });
 
     const result = await work(sql, caseProjection);
 
@@ -200,10 +250,17 @@ function emitter(calls: Map<string, number>): ConsumerDeclaration {
               return n;
             };
             const stamped = events.map((e) => ({ e, call: call(e) }));
-            await context.audit(stamped.map(({ e, call }) => ({ source: e, subjectId: e.payload.subject, change: 'TOUCHED', after: { call } })));
+            await context.audit(
+              stamped.map(({ e, call }) => ({ source: e, subjectId: e.payload.subject, change: 'TOUCHED', after: { call } })),
+            );
             await context.emit(
               stamped.flatMap(({ e, call }) =>
-                Array.from({ length: e.payload.twice ? 2 : 1 }, () => ({ source: e, eventType: 'test.touched.v1', aggregateId: e.payload.subject, payload: { call } })),
+                Array.from({ length: e.payload.twice ? 2 : 1 }, () => ({
+                  source: e,
+                  eventType: 'test.touched.v1',
+                  aggregateId: e.payload.subject,
+                  payload: { call },
+                })),
               ),
             );
             if (events.some((e) => e.payload.fail)) throw new NonRetryableError('TEST_FAILED', 'asked to fail');
@@ -254,7 +311,11 @@ describe('rolled-back attempts take their audit and outbox rows with them', () =
       ].sort((a, b) => a.event_id.localeCompare(b.event_id)),
     );
     // A lane only for aggregates with something to publish.
-    expect((await sql<{ aggregate_id: string }[]>`select aggregate_id from integration.outbox_lane order by aggregate_id`).map((l) => l.aggregate_id)).toEqual(['s1', 's3']);
+    expect(
+      (await sql<{ aggregate_id: string }[]>`select aggregate_id from integration.outbox_lane order by aggregate_id`).map(
+        (l) => l.aggregate_id,
+      ),
+    ).toEqual(['s1', 's3']);
   });
 
   it('two events of one type for one source: ordinals 0 and 1, two distinct derived ids', async () => {
@@ -298,7 +359,9 @@ describe('a replayed quarantined row emits the same event id', () => {
             payload: real.payload,
             async handle(tx, event, context) {
               await real.handle(tx, event, context);
-              const rows = await tx<{ event_id: string }[]>`select event_id::text from integration.outbox where source_event_id = ${event.eventId}`;
+              const rows = await tx<
+                { event_id: string }[]
+              >`select event_id::text from integration.outbox where source_event_id = ${event.eventId}`;
               seen.push(...rows.map((r) => r.event_id));
               throw new NonRetryableError('DOWNSTREAM_CONTRACT', 'refused after emitting');
             },
@@ -308,11 +371,19 @@ describe('a replayed quarantined row emits the same event id', () => {
     });
     const row = await insertInboxRow(sql, slaRow('case_q', { eventId: 'evt_q' }));
     await work(sql, failing);
-    expect(await sql`select status, error_code from integration.consumer_inbox`).toEqual([{ status: 'QUARANTINED', error_code: 'DOWNSTREAM_CONTRACT' }]);
+    expect(await sql`select status, error_code from integration.consumer_inbox`).toEqual([
+      { status: 'QUARANTINED', error_code: 'DOWNSTREAM_CONTRACT' },
+    ]);
     expect(await outboxRows()).toEqual([]);
     expect(await sql`select count(*)::int as n from case_core.sla_obligation`).toEqual([{ n: 0 }]);
 
-    await replayQuarantined(sql, { selection: { inboxIds: [row.inbox_id] }, limit: 10, actor: 'test', reason: 'fixed downstream', source: 'cli' });
+    await replayQuarantined(sql, {
+      selection: { inboxIds: [row.inbox_id] },
+      limit: 10,
+      actor: 'test',
+      reason: 'fixed downstream',
+      source: 'cli',
+    });
     const result = await work(sql, caseSla);
 
     expect(result).toMatchObject({ processed: 1 });

@@ -34,7 +34,10 @@ async function laneRows() {
 
 describe('publishing in order', () => {
   it('each aggregate’s events go out in outbox order, keyed by the aggregate; all marked published; no lane left', async () => {
-    const rows = await insertOutboxRows(sql, ['A', 'B', 'A', 'C', 'B', 'A', 'A', 'C', 'A'].map((aggregateId) => ({ aggregateId })));
+    const rows = await insertOutboxRows(
+      sql,
+      ['A', 'B', 'A', 'C', 'B', 'A', 'A', 'C', 'A'].map((aggregateId) => ({ aggregateId })),
+    );
     const producer = new CountingProducer();
 
     // Runs of two rows: several claims per aggregate, each after the previous was recorded.
@@ -50,7 +53,13 @@ describe('publishing in order', () => {
   });
 
   it('one send per aggregate run, acks awaited before the next; the message is the canonical envelope our own inbox accepts', async () => {
-    await insertInboxRow(sql, { consumerName: 'case-sla', eventId: 'evt_env', correlationId: 'corr_env', aggregateId: 'case_env', payload: caseAcceptedPayload('case_env') });
+    await insertInboxRow(sql, {
+      consumerName: 'case-sla',
+      eventId: 'evt_env',
+      correlationId: 'corr_env',
+      aggregateId: 'case_env',
+      payload: caseAcceptedPayload('case_env'),
+    });
     await work(sql, caseSla);
     const producer = new CountingProducer();
 
@@ -81,7 +90,10 @@ describe('publishing in order', () => {
 describe('what a claim says of each lane', () => {
   it('more: the lane has unpublished rows after its run (cut by the run length or the claim limit), and not when the run took them all', async () => {
     // A: 3 rows, runs of 2 → more; B: 2 rows → none left; C: 2 rows, cut to 1 by the limit → more.
-    await insertOutboxRows(sql, ['A', 'A', 'A', 'B', 'B', 'C', 'C'].map((aggregateId) => ({ aggregateId })));
+    await insertOutboxRows(
+      sql,
+      ['A', 'A', 'A', 'B', 'B', 'C', 'C'].map((aggregateId) => ({ aggregateId })),
+    );
 
     const claim = await claimOutbox(sql, { owner: 'relay-test', limit: 5, runLimit: 2, leaseSeconds: 60 });
 
@@ -94,7 +106,10 @@ describe('what a claim says of each lane', () => {
 
   it('a claim of 200 rows over 200 lanes does work in proportion to the batch, not to its square', async () => {
     const aggregates = Array.from({ length: 300 }, (_, n) => `case_${n}`);
-    await insertOutboxRows(sql, [...aggregates, ...aggregates].map((aggregateId) => ({ aggregateId })));
+    await insertOutboxRows(
+      sql,
+      [...aggregates, ...aggregates].map((aggregateId) => ({ aggregateId })),
+    );
     const statement = claimOutboxStatement(sql, { owner: 'relay-test', limit: 200, runLimit: 50, leaseSeconds: 60 });
 
     const [row] = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, format json) ${statement}`;
@@ -117,7 +132,15 @@ describe('refusals', () => {
 
     expect(result).toMatchObject({ claimed: 4, published: 1, refused: 1, returned: 2 });
     const states = await outboxStates(sql);
-    expect(states.map(({ aggregate_id, published, claimed_by, attempt_count, last_error_code }) => ({ aggregate_id, published, claimed_by, attempt_count, last_error_code }))).toEqual([
+    expect(
+      states.map(({ aggregate_id, published, claimed_by, attempt_count, last_error_code }) => ({
+        aggregate_id,
+        published,
+        claimed_by,
+        attempt_count,
+        last_error_code,
+      })),
+    ).toEqual([
       { aggregate_id: 'X', published: false, claimed_by: null, attempt_count: 1, last_error_code: 'PUBLISH_REFUSED' },
       { aggregate_id: 'Y', published: true, claimed_by: null, attempt_count: 0, last_error_code: null },
       { aggregate_id: 'X', published: false, claimed_by: null, attempt_count: 0, last_error_code: null },
@@ -157,7 +180,14 @@ describe('refusals', () => {
   it('the real kafkajs producer with no broker to reach: the send fails, nothing is marked published', async () => {
     await insertOutboxRows(sql, [{ aggregateId: 'K' }]);
     const producer = createMskProducer(
-      { brokers: [`127.0.0.1:${await freePort()}`], region: 'eu-west-1', clientId: 'relay-test', connectionTimeoutMs: 300, requestTimeoutMs: 1_000, retries: 1 },
+      {
+        brokers: [`127.0.0.1:${await freePort()}`],
+        region: 'eu-west-1',
+        clientId: 'relay-test',
+        connectionTimeoutMs: 300,
+        requestTimeoutMs: 1_000,
+        retries: 1,
+      },
       { warn: () => {}, error: () => {} },
       async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' }),
     );

@@ -21,7 +21,10 @@ export interface OutboxRowSpec {
  * Outbox rows in the given order (their outbox_seq order), with plain SQL: a test's
  * arrangement must not depend on the code under test. The lane trigger marks their lanes.
  */
-export async function insertOutboxRows(sql: Queryable, specs: readonly OutboxRowSpec[]): Promise<{ outbox_seq: number; event_id: string; aggregate_id: string }[]> {
+export async function insertOutboxRows(
+  sql: Queryable,
+  specs: readonly OutboxRowSpec[],
+): Promise<{ outbox_seq: number; event_id: string; aggregate_id: string }[]> {
   const rows = specs.map((s, n) => ({
     n,
     event_id: randomUUID(),
@@ -94,7 +97,11 @@ export const relayConfig = (overrides: Partial<RelayDependencies['config']['rela
   },
 });
 
-export function relay(sql: Sql, producer: OutboxProducer, extra: Partial<Omit<RelayDependencies, 'sql' | 'producer'>> = {}): Promise<RelayResult> {
+export function relay(
+  sql: Sql,
+  producer: OutboxProducer,
+  extra: Partial<Omit<RelayDependencies, 'sql' | 'producer'>> = {},
+): Promise<RelayResult> {
   return runRelay({
     sql,
     producer,

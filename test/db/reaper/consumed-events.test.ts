@@ -218,13 +218,15 @@ describe('moving a table that already holds rows', () => {
     expect((await db.sql`select event_id from integration.consumer_inbox`).map((r) => r.event_id)).toEqual(['evt-recent']);
 
     // A moved legacy key still stops its redelivery; the one past its window does not.
-    const legacyAgain = await ingestFor(db, 'case-projection')(
-      mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: caseAccepted('evt-legacy-3') })]),
-    );
+    const legacyAgain = await ingestFor(
+      db,
+      'case-projection',
+    )(mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: caseAccepted('evt-legacy-3') })]));
     expect(legacyAgain).toMatchObject({ inserted: 0, duplicates: 1 });
-    const pastAgain = await ingestFor(db, 'case-projection')(
-      mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 2, value: caseAccepted('evt-legacy-past') })]),
-    );
+    const pastAgain = await ingestFor(
+      db,
+      'case-projection',
+    )(mskEvent([mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 2, value: caseAccepted('evt-legacy-past') })]));
     expect(pastAgain).toMatchObject({ inserted: 1, duplicates: 0 });
   });
 });

@@ -34,7 +34,7 @@ describe('reaper: a crashed worker', () => {
   const holder = db.client({ max: 1 });
   afterAll(() => holder.end());
 
-  it("gets its rows back after the lease expires, and a worker then processes each exactly once", async () => {
+  it('gets its rows back after the lease expires, and a worker then processes each exactly once', async () => {
     // Every write to the projection is logged; a rolled-back write leaves no entry. The log
     // is the test's instrument (SECURITY DEFINER), not something the worker's role may write.
     await db.sql`create table public.effect_log (case_id text not null, at timestamptz not null default now())`;
@@ -90,8 +90,10 @@ describe('reaper: a crashed worker', () => {
     }
 
     // The killed worker's server session notices its client is gone and rolls back.
-    await until('the killed worker has left the database', async () =>
-      (await scalar(db.sql`
+    await until(
+      'the killed worker has left the database',
+      async () =>
+        (await scalar(db.sql`
         select count(*)::int as n from pg_stat_activity
         where datname = current_database() and application_name = 'kafka-inbox'`)) === 0,
     );
@@ -103,8 +105,10 @@ describe('reaper: a crashed worker', () => {
         where status = 'PROCESSING' and locked_by = 'crashing-worker' and attempt_count = 1`),
     ).toBe(rows.length);
 
-    await until('the leases have expired', async () =>
-      (await scalar(db.sql`
+    await until(
+      'the leases have expired',
+      async () =>
+        (await scalar(db.sql`
         select count(*)::int as n from integration.consumer_inbox
         where status = 'PROCESSING' and lease_expires_at >= now()`)) === 0,
     );

@@ -129,17 +129,24 @@ describe('reaper: lanes', () => {
     // Statistics taken while a few rows were due, then a backlog of 3,000 aggregates, each
     // with its lane (as the triggers leave them), and one orphan.
     await sql`delete from integration.consumer_lane`;
-    await insertInboxRows(sql, Array.from({ length: 20 }, (_, n) => accepted(`case_early_${n}`)));
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 20 }, (_, n) => accepted(`case_early_${n}`)),
+    );
     await sql`analyze integration.consumer_inbox`;
     await sql`analyze integration.consumer_lane`;
-    await insertInboxRows(sql, Array.from({ length: 3000 }, (_, n) => accepted(`case_backlog_${n}`)));
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 3000 }, (_, n) => accepted(`case_backlog_${n}`)),
+    );
     await insertInboxRows(sql, [{ ...accepted('case_orphan'), receivedSecondsAgo: 60 }]);
     await sql`delete from integration.consumer_lane where aggregate_id = 'case_orphan'`;
     const before = await sql`select aggregate_id, updated_at from integration.consumer_lane order by aggregate_id`;
 
     expect(await adoptOrphans(asReaper, 'case-projection', 1000)).toBe(1);
 
-    const after = await sql`select aggregate_id, updated_at from integration.consumer_lane where aggregate_id <> 'case_orphan' order by aggregate_id`;
+    const after =
+      await sql`select aggregate_id, updated_at from integration.consumer_lane where aggregate_id <> 'case_orphan' order by aggregate_id`;
     expect(after).toEqual(before);
     expect(await lane('case_orphan')).toEqual({ held_by: null, due: true });
     // 1,000 rows read and 1,000 keys probed: a few rows visited per row read, custom plan or

@@ -140,7 +140,10 @@ describe('reaper: expired leases', () => {
     await clearInbox();
     const stale = await insertInboxRow(db.sql, { status: 'PROCESSING', leaseExpiresInSeconds: -1 });
 
-    const result = await reap(db.as(DatabaseRoles.reaper), { remainingMs: () => 5_000, config: { reaper: { batchSize: 100, safetyMarginMs: 10_000 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), {
+      remainingMs: () => 5_000,
+      config: { reaper: { batchSize: 100, safetyMarginMs: 10_000 } },
+    });
 
     expect(result).toMatchObject({ released: 0, complete: false });
     expect((await row(stale.inbox_id)).status).toBe('PROCESSING');
@@ -151,7 +154,10 @@ describe('reaper: expired leases under a backlog the statistics have not seen', 
   it('reads the in-flight index, never the consumer’s every row or the whole backlog, custom plan or generic', async () => {
     await db.sql`delete from integration.consumer_inbox`;
     await db.sql`delete from integration.consumer_lane`;
-    await insertInboxRows(db.sql, Array.from({ length: 20 }, () => ({})));
+    await insertInboxRows(
+      db.sql,
+      Array.from({ length: 20 }, () => ({})),
+    );
     await db.sql`analyze integration.consumer_inbox`;
     await insertInboxRows(db.sql, [
       ...Array.from({ length: 5000 }, () => ({})),
@@ -160,7 +166,10 @@ describe('reaper: expired leases under a backlog the statistics have not seen', 
 
     for (const generic of [false, true]) {
       const plans = await analyzedPlans(db, (q) => releaseExpired(q, 'case-projection', 10, 1000), { role: DatabaseRoles.reaper, generic });
-      const indexes = plans.flatMap(nodes).map((n) => n['Index Name']).filter((i) => i !== undefined);
+      const indexes = plans
+        .flatMap(nodes)
+        .map((n) => n['Index Name'])
+        .filter((i) => i !== undefined);
       expect(indexes, `generic plan: ${generic}`).toContain('consumer_inbox_in_flight_lane_idx');
       expect(indexes, `generic plan: ${generic}`).not.toContain('consumer_inbox_unique_event_per_consumer_uk');
       expect(indexes, `generic plan: ${generic}`).not.toContain('consumer_inbox_open_lane_idx');

@@ -18,17 +18,24 @@ describe('reaper: query plans with a large history', () => {
   beforeAll(() => arrangeHistory(db.sql));
 
   it('gauges: due rows from a due-row partial index, quarantine and poison from theirs', async () => {
-    await expectIndexOnly(db, (sql) => readGauges(sql, ['case-projection', 'case-sla']), [
-      'consumer_inbox_quarantine_idx',
-      'consumer_raw_poison_created_idx',
-    ], DatabaseRoles.reaper);
+    await expectIndexOnly(
+      db,
+      (sql) => readGauges(sql, ['case-projection', 'case-sla']),
+      ['consumer_inbox_quarantine_idx', 'consumer_raw_poison_created_idx'],
+      DatabaseRoles.reaper,
+    );
   });
 
   it('expired leases: from the in-flight partial index', async () => {
-    await expectIndexOnly(db, (sql) => releaseExpired(sql, 'case-projection', 10, 1000), ['consumer_inbox_in_flight_lane_idx'], DatabaseRoles.reaper);
+    await expectIndexOnly(
+      db,
+      (sql) => releaseExpired(sql, 'case-projection', 10, 1000),
+      ['consumer_inbox_in_flight_lane_idx'],
+      DatabaseRoles.reaper,
+    );
   });
 
-  it('retention: from the finished-row partial index, the keys\' window index and the poison index', async () => {
+  it("retention: from the finished-row partial index, the keys' window index and the poison index", async () => {
     await expectIndexOnly(
       db,
       async (sql) => {

@@ -85,7 +85,10 @@ describe('reaper: retention', () => {
       error_code: 'OPERATOR_RESOLVED',
       window_days: 30,
     });
-    expect(await find(recent.inbox_id)).toMatchObject({ status: 'PROCESSED', payload: expect.objectContaining({ caseId: expect.any(String) }) });
+    expect(await find(recent.inbox_id)).toMatchObject({
+      status: 'PROCESSED',
+      payload: expect.objectContaining({ caseId: expect.any(String) }),
+    });
     expect(await keyOf(recent.inbox_id)).toBeUndefined();
   });
 
@@ -171,13 +174,22 @@ describe('reaper: retention', () => {
     const shortLived: ConsumerDeclaration[] = CONSUMERS.map((c) =>
       c.name === 'case-sla' ? { ...c, retention: { payloadRetentionDays: 1, dedupeWindowDays: 3, poisonRetentionDays: 2 } } : c,
     );
-    const sla = await insertInboxRows(db.sql, Array.from({ length: 5 }, () => finished({ consumerName: 'case-sla' })));
-    const projection = await insertInboxRows(db.sql, Array.from({ length: 3 }, () => finished()));
+    const sla = await insertInboxRows(
+      db.sql,
+      Array.from({ length: 5 }, () => finished({ consumerName: 'case-sla' })),
+    );
+    const projection = await insertInboxRows(
+      db.sql,
+      Array.from({ length: 3 }, () => finished()),
+    );
     for (const r of [...sla, ...projection]) await age(r.inbox_id, 2);
     await insertPoisonRow(db.sql, { consumerName: 'case-sla', createdSecondsAgo: 3 * DAY });
     await insertPoisonRow(db.sql, { consumerName: 'case-projection', createdSecondsAgo: 3 * DAY });
 
-    const result = await reap(db.as(DatabaseRoles.reaper), { consumers: shortLived, config: { reaper: { batchSize: 2, safetyMarginMs: 0 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), {
+      consumers: shortLived,
+      config: { reaper: { batchSize: 2, safetyMarginMs: 0 } },
+    });
 
     expect(result).toMatchObject({ payloadsPurged: 5, purged: 1, complete: true });
     const inInbox = await db.sql<{ consumer_name: string; n: number }[]>`

@@ -70,7 +70,10 @@ const processRows = (consumer: string) =>
 beforeAll(async () => {
   // Queued rows of three consumers (each with its lane), a poison row, a worker slot, a pause and an outbox row each.
   for (const consumer of ['case-projection', 'case-sla', 'notification-service']) {
-    await insertInboxRows(sql, [{ consumerName: consumer, aggregateId: `agg_${consumer}` }, { consumerName: consumer, aggregateId: `agg2_${consumer}` }]);
+    await insertInboxRows(sql, [
+      { consumerName: consumer, aggregateId: `agg_${consumer}` },
+      { consumerName: consumer, aggregateId: `agg2_${consumer}` },
+    ]);
     await insertPoisonRow(sql, { consumerName: consumer });
     await sql`insert into integration.consumer_worker_slot (consumer_name, slot_no) values (${consumer}, 1)`;
     await sql.unsafe(outboxRow(consumer));
@@ -93,13 +96,17 @@ describe("a consumer's worker role and the inbox (write-guarded per statement)",
 
   it("is refused changing another consumer's rows, alone or among its own", async () => {
     expect(await outcome(projectionWorker, processRows('notification-service'))).toEqual(REFUSED);
-    expect(await outcome(projectionWorker, `update integration.consumer_inbox set status = 'PROCESSED', processed_at = now()`)).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `update integration.consumer_inbox set status = 'PROCESSED', processed_at = now()`)).toEqual(
+      REFUSED,
+    );
     expect(await outcome(slaWorker, processRows('case-projection'))).toEqual(REFUSED);
   });
 
   it('can neither insert nor delete inbox rows, its own included', async () => {
     expect(await outcome(projectionWorker, inboxRow('case-projection', 'w-own'))).toEqual(REFUSED);
-    expect(await outcome(projectionWorker, `delete from integration.consumer_inbox where consumer_name = 'case-projection'`)).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `delete from integration.consumer_inbox where consumer_name = 'case-projection'`)).toEqual(
+      REFUSED,
+    );
   });
 });
 
@@ -119,7 +126,8 @@ describe("a consumer's ingest role and the inbox", () => {
 describe('the lanes (write-guarded per statement)', () => {
   const dueNow = (consumer: string) => `update integration.consumer_lane set due_at = now() where consumer_name = '${consumer}'`;
   const drop = (consumer: string) => `delete from integration.consumer_lane where consumer_name = '${consumer}'`;
-  const add = (consumer: string) => `insert into integration.consumer_lane (consumer_name, aggregate_type, aggregate_id, due_at) values ('${consumer}', 'case', 'new', now())`;
+  const add = (consumer: string) =>
+    `insert into integration.consumer_lane (consumer_name, aggregate_type, aggregate_id, due_at) values ('${consumer}', 'case', 'new', now())`;
 
   it("a worker changes, deletes and adds its own consumer's lanes", async () => {
     expect(await outcome(projectionWorker, dueNow('case-projection'))).toEqual({ rows: 2 });
@@ -143,14 +151,28 @@ describe('row-level security: poison, kept keys, worker slots, pauses, outbox, c
 
   it("an ingest role sees the kept keys of its own consumer's rows that left the inbox only", async () => {
     expect(await outcome(projectionIngest, `select consumer_name, event_id from integration.consumed_events`)).toEqual({ rows: 1 });
-    expect(await outcome(projectionIngest, `select event_id from integration.consumed_events where consumer_name = 'case-sla'`)).toEqual(NONE);
+    expect(await outcome(projectionIngest, `select event_id from integration.consumed_events where consumer_name = 'case-sla'`)).toEqual(
+      NONE,
+    );
   });
 
   it("a worker sees and takes its own consumer's slots only", async () => {
     expect(await outcome(projectionWorker, `select * from integration.consumer_worker_slot`)).toEqual({ rows: 1 });
-    expect(await outcome(projectionWorker, `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-projection'`)).toEqual({ rows: 1 });
-    expect(await outcome(projectionWorker, `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-sla'`)).toEqual(NONE);
-    expect(await outcome(projectionWorker, `insert into integration.consumer_worker_slot (consumer_name, slot_no) values ('case-sla', 2)`)).toEqual(REFUSED);
+    expect(
+      await outcome(
+        projectionWorker,
+        `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-projection'`,
+      ),
+    ).toEqual({ rows: 1 });
+    expect(
+      await outcome(
+        projectionWorker,
+        `update integration.consumer_worker_slot set held_by = 'me', held_until = now() + interval '1 minute', updated_at = now() where consumer_name = 'case-sla'`,
+      ),
+    ).toEqual(NONE);
+    expect(
+      await outcome(projectionWorker, `insert into integration.consumer_worker_slot (consumer_name, slot_no) values ('case-sla', 2)`),
+    ).toEqual(REFUSED);
   });
 
   it("a worker reads its own consumer's pause only", async () => {
@@ -158,19 +180,21 @@ describe('row-level security: poison, kept keys, worker slots, pauses, outbox, c
     expect(await outcome(projectionWorker, `select * from integration.consumer_pause`)).toEqual(NONE);
   });
 
-  it("a worker emits for its own consumer only, and sees only its own emissions", async () => {
+  it('a worker emits for its own consumer only, and sees only its own emissions', async () => {
     expect(await outcome(slaWorker, outboxRow('case-sla'))).toEqual({ rows: 1 });
     expect(await outcome(slaWorker, outboxRow('case-projection'))).toEqual(REFUSED);
     expect(await outcome(slaWorker, `select event_id from integration.outbox`)).toEqual({ rows: 1 });
   });
 
-  it("a case consumer audits for itself only", async () => {
+  it('a case consumer audits for itself only', async () => {
     expect(await outcome(slaWorker, auditRow('case-sla').replace("'e-case-sla'", "'e2'"))).toEqual({ rows: 1 });
     expect(await outcome(slaWorker, auditRow('case-projection').replace("'e-case-projection'", "'e2'"))).toEqual(REFUSED);
   });
 
   it('evaluates the policy once per statement: the consumer lookup is an InitPlan, not a per-row SubPlan', async () => {
-    const plan = (await db.as(projectionIngest).unsafe(`explain select consumer_name, offset_no from integration.consumer_raw_poison`)).map((r) => r['QUERY PLAN']).join('\n');
+    const plan = (await db.as(projectionIngest).unsafe(`explain select consumer_name, offset_no from integration.consumer_raw_poison`))
+      .map((r) => r['QUERY PLAN'])
+      .join('\n');
     expect(plan).toMatch(/InitPlan/);
     expect(plan).not.toMatch(/SubPlan/);
   });
@@ -269,7 +293,9 @@ describe("the consumer roles' step", () => {
       select rolcanlogin as login, has_table_privilege(rolname, 'read_model.case_summary', 'SELECT') as summary
       from pg_roles where rolname = 'inbox_worker_isolation_gone'`;
     expect(role).toEqual({ login: false, summary: false });
-    expect(await sql`select consumer_of_role from integration.consumer_of_role('inbox_worker_isolation_gone')`).toEqual([{ consumer_of_role: null }]);
+    expect(await sql`select consumer_of_role from integration.consumer_of_role('inbox_worker_isolation_gone')`).toEqual([
+      { consumer_of_role: null },
+    ]);
     const fresh = db.client({ max: 1, role: 'inbox_worker_isolation_gone' });
     await expect(fresh`select 1`).rejects.toMatchObject({ code: '28000' });
   });
@@ -289,26 +315,39 @@ describe("the consumer roles' step", () => {
   it('refuses two consumers whose names map to one role', async () => {
     const a: ConsumerDeclaration = { ...caseSla, name: 'isolation-twin' };
     const b: ConsumerDeclaration = { ...caseSla, name: 'isolation_twin' };
-    await expect(provisionConsumerRoles(sql, [...CONSUMERS, a, b])).rejects.toThrow(/map to one database role, inbox_ingest_isolation_twin/);
+    await expect(provisionConsumerRoles(sql, [...CONSUMERS, a, b])).rejects.toThrow(
+      /map to one database role, inbox_ingest_isolation_twin/,
+    );
   });
 });
 
 describe("the reaper's purge", () => {
   it('can set only the purged form: a purge empties payload and headers, a rewrite is refused', async () => {
-    const [finished] = await insertInboxRows(sql, [{ consumerName: 'case-sla', status: 'PROCESSED', payload: { secret: 'kept until purged' } }]);
+    const [finished] = await insertInboxRows(sql, [
+      { consumerName: 'case-sla', status: 'PROCESSED', payload: { secret: 'kept until purged' } },
+    ]);
     const reaper = DatabaseRoles.reaper;
 
-    expect(await outcome(reaper, `update integration.consumer_inbox set payload = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`)).toEqual(REFUSED);
-    expect(await outcome(reaper, `update integration.consumer_inbox set headers = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`)).toEqual(REFUSED);
+    expect(
+      await outcome(reaper, `update integration.consumer_inbox set payload = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`),
+    ).toEqual(REFUSED);
+    expect(
+      await outcome(reaper, `update integration.consumer_inbox set headers = '{"forged": true}' where inbox_id = '${finished!.inbox_id}'`),
+    ).toEqual(REFUSED);
     await db.as(reaper)`update integration.consumer_inbox set payload_purged_at = now() where inbox_id = ${finished!.inbox_id}`;
 
-    expect(await sql`select payload, headers, error_detail from integration.consumer_inbox where inbox_id = ${finished!.inbox_id}`).toEqual([
-      { payload: {}, headers: {}, error_detail: null },
-    ]);
+    expect(await sql`select payload, headers, error_detail from integration.consumer_inbox where inbox_id = ${finished!.inbox_id}`).toEqual(
+      [{ payload: {}, headers: {}, error_detail: null }],
+    );
   });
 
   it("cannot purge a row that is not finished (a queued row's payload is still to be processed)", async () => {
     const [queued] = await insertInboxRows(sql, [{ consumerName: 'case-sla' }]);
-    expect(await outcome(DatabaseRoles.reaper, `update integration.consumer_inbox set payload_purged_at = now() where inbox_id = '${queued!.inbox_id}'`)).toEqual({ code: '23514' });
+    expect(
+      await outcome(
+        DatabaseRoles.reaper,
+        `update integration.consumer_inbox set payload_purged_at = now() where inbox_id = '${queued!.inbox_id}'`,
+      ),
+    ).toEqual({ code: '23514' });
   });
 });

@@ -7,7 +7,18 @@
 import { describe, expect, it } from 'vitest';
 import type { DatabaseRole } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
-import { effectiveGrant, FUNCTIONS, LOGIN, MEMBER_OF, ROLES, SCHEMAS, SEQUENCES, TABLES, type Columns, type TableGrant } from './privileges';
+import {
+  effectiveGrant,
+  FUNCTIONS,
+  LOGIN,
+  MEMBER_OF,
+  ROLES,
+  SCHEMAS,
+  SEQUENCES,
+  TABLES,
+  type Columns,
+  type TableGrant,
+} from './privileges';
 
 const db = await useTestDatabase();
 
@@ -45,7 +56,9 @@ async function grantOf(role: DatabaseRole, table: Relation): Promise<TableGrant>
     else if (columns.length > 0) grant[privilege] = columns;
   }
   for (const privilege of TABLE_PRIVILEGES) {
-    const [row] = await db.sql<{ ok: boolean }[]>`select has_table_privilege(${role}, ${table.name}::regclass, ${privilege.toUpperCase()}) as ok`;
+    const [row] = await db.sql<
+      { ok: boolean }[]
+    >`select has_table_privilege(${role}, ${table.name}::regclass, ${privilege.toUpperCase()}) as ok`;
     if (row!.ok) grant[privilege] = true;
   }
   return grant;
@@ -68,7 +81,10 @@ function normalized(grant: TableGrant, table: Relation): TableGrant {
 describe('the privilege matrix (test/db/security/privileges.ts)', () => {
   it('lists every table and view of the database', async () => {
     const names = (await relations()).map((r) => r.name);
-    expect({ missingFromMatrix: names.filter((n) => !(n in TABLES)), notInDatabase: Object.keys(TABLES).filter((n) => !names.includes(n)) }).toEqual({
+    expect({
+      missingFromMatrix: names.filter((n) => !(n in TABLES)),
+      notInDatabase: Object.keys(TABLES).filter((n) => !names.includes(n)),
+    }).toEqual({
       missingFromMatrix: [],
       notInDatabase: [],
     });
@@ -156,9 +172,18 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
              array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
                    where m.member = r.oid and g.rolname <> 'rds_iam' order by 1) as member_of
       from pg_roles r where rolname = any(${ROLES as DatabaseRole[]}::text[]) order by rolname`;
-    const plain = { rolsuper: false, rolcreatedb: false, rolcreaterole: false, rolreplication: false, rolbypassrls: false, create_in_database: false };
+    const plain = {
+      rolsuper: false,
+      rolcreatedb: false,
+      rolcreaterole: false,
+      rolreplication: false,
+      rolbypassrls: false,
+      create_in_database: false,
+    };
     expect(roles).toEqual(
-      [...ROLES].sort().map((rolname) => ({ rolname, rolcanlogin: LOGIN.includes(rolname), ...plain, member_of: [...(MEMBER_OF[rolname] ?? [])].sort() })),
+      [...ROLES]
+        .sort()
+        .map((rolname) => ({ rolname, rolcanlogin: LOGIN.includes(rolname), ...plain, member_of: [...(MEMBER_OF[rolname] ?? [])].sort() })),
     );
   });
 });

@@ -42,7 +42,7 @@ async function refusal(role: DatabaseRole, statement: string): Promise<string | 
   }
 }
 
-describe('inbox_ingest_case_projection (a deferred consumer\'s ingest)', () => {
+describe("inbox_ingest_case_projection (a deferred consumer's ingest)", () => {
   it("stores a deferred consumer's batch, poison included, as its role", async () => {
     const event = mskEvent([
       mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 1, value: caseAccepted('evt_role_i1') }),
@@ -55,19 +55,27 @@ describe('inbox_ingest_case_projection (a deferred consumer\'s ingest)', () => {
     expect(await db.sql`select event_id, status from integration.consumer_inbox where consumer_name = 'case-projection'`).toEqual([
       { event_id: 'evt_role_i1', status: 'RECEIVED' },
     ]);
-    expect(await db.sql`select offset_no, error_code from integration.consumer_raw_poison`).toEqual([{ offset_no: 2, error_code: 'INVALID_JSON' }]);
+    expect(await db.sql`select offset_no, error_code from integration.consumer_raw_poison`).toEqual([
+      { offset_no: 2, error_code: 'INVALID_JSON' },
+    ]);
   });
 });
 
-describe('inbox_ingest_notification_service (an inline consumer\'s ingest)', () => {
+describe("inbox_ingest_notification_service (an inline consumer's ingest)", () => {
   it('stores and processes an inline batch in the ingest transaction, as its role', async () => {
-    const event = mskEvent([mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted('6f1c1a7e-0000-4000-8000-000000000001') })]);
+    const event = mskEvent([
+      mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset: 1, value: paymentCompleted('6f1c1a7e-0000-4000-8000-000000000001') }),
+    ]);
 
     const report = await ingestFor(db.as(ingestInline), 'notification-service')(event);
 
     expect(report).toMatchObject({ inserted: 1, processed: 1, strategy: 'direct' });
-    expect(await db.sql`select status from integration.consumer_inbox where consumer_name = 'notification-service'`).toEqual([{ status: 'PROCESSED' }]);
-    expect(await db.sql`select source_event_id from public.notification_jobs`).toEqual([{ source_event_id: '6f1c1a7e-0000-4000-8000-000000000001' }]);
+    expect(await db.sql`select status from integration.consumer_inbox where consumer_name = 'notification-service'`).toEqual([
+      { status: 'PROCESSED' },
+    ]);
+    expect(await db.sql`select source_event_id from public.notification_jobs`).toEqual([
+      { source_event_id: '6f1c1a7e-0000-4000-8000-000000000001' },
+    ]);
   });
 });
 
@@ -79,7 +87,9 @@ describe('inbox_worker_case_projection', () => {
 
     expect(result).toMatchObject({ claimed: 1, processed: 1 });
     expect(await db.sql`select status from integration.consumer_inbox where event_id = 'evt_role_w1'`).toEqual([{ status: 'PROCESSED' }]);
-    expect(await db.sql`select case_status from read_model.case_summary where case_id = 'case_role_w1'`).toEqual([{ case_status: 'ACCEPTED' }]);
+    expect(await db.sql`select case_status from read_model.case_summary where case_id = 'case_role_w1'`).toEqual([
+      { case_status: 'ACCEPTED' },
+    ]);
   });
 });
 
@@ -112,9 +122,15 @@ describe('inbox_ops', () => {
 
     expect(replayed).toMatchObject({ dryRun: false, replayed: 1 });
     expect(reingested).toMatchObject({ dryRun: false, eventId: 'evt_role_o1' });
-    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([{ status: 'RETRY_PENDING' }]);
-    expect(await db.sql`select actor, reason from integration.operator_audit where action = 'replay'`).toEqual([{ actor: 'alice', reason: 'role test' }]);
-    expect(await db.sql`select resolved_by from integration.consumer_raw_poison where poison_id = ${poison_id}`).toEqual([{ resolved_by: 'alice' }]);
+    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([
+      { status: 'RETRY_PENDING' },
+    ]);
+    expect(await db.sql`select actor, reason from integration.operator_audit where action = 'replay'`).toEqual([
+      { actor: 'alice', reason: 'role test' },
+    ]);
+    expect(await db.sql`select resolved_by from integration.consumer_raw_poison where poison_id = ${poison_id}`).toEqual([
+      { resolved_by: 'alice' },
+    ]);
   });
 });
 
@@ -127,8 +143,7 @@ const INSERT_SLA_OBLIGATION =
   "insert into case_core.sla_obligation (case_id, obligation_type, due_at, source_event_id, status) values ('c', 't', now(), 'e', 'OPEN')";
 const INSERT_NOTIFICATION_JOB =
   "insert into public.notification_jobs (organization_id, channel, payload) values (gen_random_uuid(), 'email', '{}')";
-const INSERT_CASE_SUMMARY =
-  "insert into read_model.case_summary (case_id, case_status) values ('c', 'X')";
+const INSERT_CASE_SUMMARY = "insert into read_model.case_summary (case_id, case_status) values ('c', 'X')";
 
 /** What each role's function never does: PostgreSQL refuses it (42501). */
 const REFUSED: Record<string, [what: string, statement: string][]> = {
@@ -150,7 +165,7 @@ const REFUSED: Record<string, [what: string, statement: string][]> = {
   [ingestInline]: [
     ['rewrite a stored payload', "update integration.consumer_inbox set payload = '{}'"],
     ['rewrite an event id', "update integration.consumer_inbox set event_id = 'other'"],
-    ["move a row to another consumer", "update integration.consumer_inbox set consumer_name = 'other'"],
+    ['move a row to another consumer', "update integration.consumer_inbox set consumer_name = 'other'"],
     ['delete inbox rows', 'delete from integration.consumer_inbox'],
     ['write the case projection (a deferred consumer)', INSERT_CASE_SUMMARY],
     ['read the SLA obligations (a deferred consumer)', 'select * from case_core.sla_obligation'],
@@ -194,9 +209,15 @@ const REFUSED: Record<string, [what: string, statement: string][]> = {
   [relay]: [
     ['read stored events (payloads)', 'select payload from integration.consumer_inbox'],
     ['change an inbox row', "update integration.consumer_inbox set status = 'PROCESSED'"],
-    ['emit an event', "insert into integration.outbox (event_id, consumer_name, source_event_id, ordinal, topic_name, event_type, event_version, aggregate_type, aggregate_id, producer, payload) values (gen_random_uuid(), 'c', 'e', 0, 't', 'x', 1, 'a', 'a', 'p', '{}')"],
+    [
+      'emit an event',
+      "insert into integration.outbox (event_id, consumer_name, source_event_id, ordinal, topic_name, event_type, event_version, aggregate_type, aggregate_id, producer, payload) values (gen_random_uuid(), 'c', 'e', 0, 't', 'x', 1, 'a', 'a', 'p', '{}')",
+    ],
     ['rewrite an emitted payload', "update integration.outbox set payload = '{}'"],
-    ['write the case audit', "insert into case_core.case_audit (case_id, consumer_name, source_event_id, change) values ('c', 'c', 'e', 'X')"],
+    [
+      'write the case audit',
+      "insert into case_core.case_audit (case_id, consumer_name, source_event_id, change) values ('c', 'c', 'e', 'X')",
+    ],
     ['write the projection', INSERT_CASE_SUMMARY],
     ['create a table', 'create table integration.sneaky (id int)'],
   ],

@@ -43,13 +43,21 @@ const VISITS_PER_ROW = 120;
 function scans(plan: PlanNode): string {
   return nodes(plan)
     .filter((n) => n['Node Type'].includes('Scan'))
-    .map((n) => `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}: ${(n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0)} buffers`)
+    .map(
+      (n) =>
+        `${n['Node Type']} ${n['Index Name'] ?? n['Relation Name'] ?? ''}: ${(n['Shared Hit Blocks'] ?? 0) + (n['Shared Read Blocks'] ?? 0)} buffers`,
+    )
     .join('; ');
 }
 
 /** One real claim of LIMIT rows under EXPLAIN (ANALYZE, BUFFERS). */
 async function explainClaim(): Promise<{ claimed: number; buffers: number; plan: PlanNode }> {
-  const statement = claimStatement(asWorker, { consumerName: CONSUMER, owner: `plan-test:${randomUUID()}`, limit: LIMIT, leaseSeconds: 60 });
+  const statement = claimStatement(asWorker, {
+    consumerName: CONSUMER,
+    owner: `plan-test:${randomUUID()}`,
+    limit: LIMIT,
+    leaseSeconds: 60,
+  });
   const [row] = await asWorker<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, buffers, format json) ${statement}`;
   const plan = row!['QUERY PLAN'][0].Plan;
   return { claimed: plan['Actual Rows'] ?? 0, buffers: (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0), plan };
@@ -146,7 +154,9 @@ describe('a backlog that arrived after the last ANALYZE', () => {
       for (let i = 0; i < 12; i++) await worker.unsafe(`execute poll_claim(${args})`);
       await ingestBacklog(10_000, 1);
 
-      const [row] = await worker.unsafe<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>(`explain (analyze, buffers, format json) execute poll_claim(${args})`);
+      const [row] = await worker.unsafe<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>(
+        `explain (analyze, buffers, format json) execute poll_claim(${args})`,
+      );
       const plan = row!['QUERY PLAN'][0].Plan;
       const claimed = plan['Actual Rows'] ?? 0;
       const buffers = (plan['Shared Hit Blocks'] ?? 0) + (plan['Shared Read Blocks'] ?? 0);

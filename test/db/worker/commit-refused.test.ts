@@ -41,7 +41,12 @@ describe('a batch refused at commit for its data', () => {
       expect(await inboxRow(sql, ok1.inbox_id)).toMatchObject({ status: 'PROCESSED', attempt_count: 1, locked_by: null });
       expect(await inboxRow(sql, ok2.inbox_id)).toMatchObject({ status: 'PROCESSED', attempt_count: 1, locked_by: null });
       const badRow = await inboxRow(sql, bad.inbox_id);
-      expect(badRow).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.DB_INTEGRITY_VIOLATION, attempt_count: 1, locked_by: null });
+      expect(badRow).toMatchObject({
+        status: 'QUARANTINED',
+        error_code: ErrorCodes.DB_INTEGRITY_VIOLATION,
+        attempt_count: 1,
+        locked_by: null,
+      });
       expect(badRow.error_detail).toMatchObject({ sqlState: '23514' });
       const cases = await sql<{ case_id: string }[]>`select case_id from read_model.case_summary order by case_id`;
       expect(cases.map((c) => c.case_id)).toEqual(['case_ok_1', 'case_ok_2']);

@@ -159,12 +159,19 @@ describe('workers racing', () => {
       select aggregate_version, status, error_code, attempt_count,
              extract(epoch from next_attempt_at - updated_at)::float8 as delay
       from integration.consumer_inbox where aggregate_version = 3`;
-    expect(held).toEqual([{ aggregate_version: 3, status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP, attempt_count: 0, delay: 1 }]);
+    expect(held).toEqual([
+      { aggregate_version: 3, status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP, attempt_count: 0, delay: 1 },
+    ]);
     const [caseRow] = await sql<{ last_aggregate_version: number }[]>`select last_aggregate_version from read_model.case_summary`;
     expect(caseRow!.last_aggregate_version).toBe(1);
 
     await insertInboxRows(sql, [
-      { aggregateId: 'case_gap', aggregateVersion: 2, eventType: CASE_STATUS_CHANGED, payload: { caseId: 'case_gap', newStatus: 'STATUS_2' } },
+      {
+        aggregateId: 'case_gap',
+        aggregateVersion: 2,
+        eventType: CASE_STATUS_CHANGED,
+        payload: { caseId: 'case_gap', newStatus: 'STATUS_2' },
+      },
     ]);
     await sql`update integration.consumer_inbox set next_attempt_at = now() where status = 'RETRY_PENDING'`;
     await race(consumer, 2, 5);
@@ -192,7 +199,12 @@ describe('workers racing', () => {
   it('a version at or below the last applied is a stale duplicate: PROCESSED without effect', async () => {
     await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_old', 'CLOSED', 4)`;
     const [row] = await insertInboxRows(sql, [
-      { aggregateId: 'case_old', aggregateVersion: 3, eventType: CASE_STATUS_CHANGED, payload: { caseId: 'case_old', newStatus: 'IN_REVIEW' } },
+      {
+        aggregateId: 'case_old',
+        aggregateVersion: 3,
+        eventType: CASE_STATUS_CHANGED,
+        payload: { caseId: 'case_old', newStatus: 'IN_REVIEW' },
+      },
     ]);
 
     await work(asWorker, caseProjection);
@@ -224,12 +236,15 @@ describe('workers racing', () => {
   });
 
   it('of concurrent claims, one takes the whole run of an aggregate and the others none of it', async () => {
-    await insertInboxRows(sql, [1, 2, 3, 4].map((v) => ({
-      aggregateId: 'case_one',
-      aggregateVersion: v,
-      eventType: CASE_STATUS_CHANGED,
-      payload: { caseId: 'case_one', newStatus: `S${v}` },
-    })));
+    await insertInboxRows(
+      sql,
+      [1, 2, 3, 4].map((v) => ({
+        aggregateId: 'case_one',
+        aggregateVersion: v,
+        eventType: CASE_STATUS_CHANGED,
+        payload: { caseId: 'case_one', newStatus: `S${v}` },
+      })),
+    );
     const clients = [0, 1, 2].map(() => db.client({ max: 1, role: workerRoleOf(caseProjection) }));
 
     const claims = await Promise.all(

@@ -106,7 +106,13 @@ async function effects(): Promise<Record<string, number>> {
 async function killMidBatch(eventTypes: string[], blockOn: { index: number; call: number }) {
   const rows = await insertInboxRows(
     admin,
-    eventTypes.map((eventType, i) => ({ eventType, eventId: `evt_${i}`, aggregateId: `agg_${i}`, payload: {}, receivedSecondsAgo: 10 - i })),
+    eventTypes.map((eventType, i) => ({
+      eventType,
+      eventId: `evt_${i}`,
+      aggregateId: `agg_${i}`,
+      payload: {},
+      receivedSecondsAgo: 10 - i,
+    })),
   );
   calls.clear();
   blockOnCall = new Map([[`evt_${blockOn.index}`, blockOn.call]]);
@@ -150,7 +156,12 @@ describe('a database connection lost mid-batch', () => {
     // evt_0 fails, so the fast path rolls back and each row runs in its own savepoint;
     // evt_2 blocks on its second call, i.e. in the fallback, after evt_1 has been applied.
     await killMidBatch([FAIL, EFFECT, EFFECT], { index: 2, call: 2 });
-    expect(calls).toEqual(new Map([['evt_1', 2], ['evt_2', 2]]));
+    expect(calls).toEqual(
+      new Map([
+        ['evt_1', 2],
+        ['evt_2', 2],
+      ]),
+    );
     await leaseExpiresAndReaperReturns(3);
     blockOnCall = new Map();
 

@@ -33,8 +33,17 @@ describe('worker handler', () => {
     const result = await handler({}, { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 60_000 } as never);
 
     expect(result).toEqual({
-      claimed: 2, processed: 2, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0,
-      stoppedBy: 'idle', slot: 1, fannedOut: 0, handedOver: false,
+      claimed: 2,
+      processed: 2,
+      retried: 0,
+      quarantined: 0,
+      ignored: 0,
+      released: 0,
+      lost: 0,
+      stoppedBy: 'idle',
+      slot: 1,
+      fannedOut: 0,
+      handedOver: false,
     });
     const rows = await db.sql<{ consumer_name: string; status: string }[]>`
       select consumer_name, status from integration.consumer_inbox order by consumer_name, status`;
@@ -44,6 +53,8 @@ describe('worker handler', () => {
       { consumer_name: 'case-sla', status: 'RECEIVED' },
     ]);
     // Its slot is free again: the next ingest batch may wake a worker.
-    expect(await db.sql`select slot_no, held_by from integration.consumer_worker_slot where consumer_name = 'case-projection' and held_by is not null`).toEqual([]);
+    expect(
+      await db.sql`select slot_no, held_by from integration.consumer_worker_slot where consumer_name = 'case-projection' and held_by is not null`,
+    ).toEqual([]);
   });
 });

@@ -46,7 +46,13 @@ const withNotes = variant(caseProjection, {
 });
 
 function statusChanged(caseId: string, version: number, extra: Partial<InboxRowSpec> = {}): InboxRowSpec {
-  return { aggregateId: caseId, aggregateVersion: version, eventType: CASE_STATUS_CHANGED, payload: { caseId, newStatus: `STATUS_${version}` }, ...extra };
+  return {
+    aggregateId: caseId,
+    aggregateVersion: version,
+    eventType: CASE_STATUS_CHANGED,
+    payload: { caseId, newStatus: `STATUS_${version}` },
+    ...extra,
+  };
 }
 
 const backingOff = { status: 'RETRY_PENDING' as const, attemptCount: 1, nextAttemptInSeconds: 3600, errorCode: ErrorCodes.DB_TRANSIENT };
@@ -117,7 +123,11 @@ describe('head of line per aggregate', () => {
 
     // Within the bounded wait the gap is held, without spending the attempt budget.
     await work(asWorker, consumer);
-    expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP, attempt_count: 0 });
+    expect(await inboxRow(sql, v4!.inbox_id)).toMatchObject({
+      status: 'RETRY_PENDING',
+      error_code: ErrorCodes.AGGREGATE_VERSION_GAP,
+      attempt_count: 0,
+    });
 
     // Past it (received_at moved back; Postgres owns the clock), it is quarantined.
     await sql`update integration.consumer_inbox
@@ -133,14 +143,23 @@ describe('head of line per aggregate', () => {
     // here runs against the offsets.
     const ids = ['evt_z', 'evt_m', 'evt_a'];
     const note = (eventId: string) => ({
-      eventId, eventType: NOTE, eventVersion: 1, occurredAt: '2026-07-03T09:15:30Z', producer: 'test', aggregateType: 'case', aggregateId: 'agg_batch', payload: {},
+      eventId,
+      eventType: NOTE,
+      eventVersion: 1,
+      occurredAt: '2026-07-03T09:15:30Z',
+      producer: 'test',
+      aggregateType: 'case',
+      aggregateId: 'agg_batch',
+      payload: {},
     });
     const event = mskEvent(ids.map((id, i) => mskRecord({ topic: CASE_TOPIC, partition: 0, offset: 100 + i, value: note(id) })));
     expect(await ingestFor(db, withNotes)(event)).toMatchObject({ inserted: 3, response: { batchItemFailures: [] } });
 
     expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 3, processed: 3 });
 
-    const applied = await sql<{ event_id: string }[]>`select event_id from public.note_applied where aggregate_id = 'agg_batch' order by seq`;
+    const applied = await sql<
+      { event_id: string }[]
+    >`select event_id from public.note_applied where aggregate_id = 'agg_batch' order by seq`;
     expect(applied.map((a) => a.event_id)).toEqual(ids);
   });
 });

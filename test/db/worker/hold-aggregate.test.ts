@@ -63,7 +63,13 @@ const note = (aggregateId: string, seconds: number, payload: Record<string, unkn
 });
 
 function statusChanged(caseId: string, version: number, extra: Partial<InboxRowSpec> = {}): InboxRowSpec {
-  return { aggregateId: caseId, aggregateVersion: version, eventType: CASE_STATUS_CHANGED, payload: { caseId, newStatus: `S${version}` }, ...extra };
+  return {
+    aggregateId: caseId,
+    aggregateVersion: version,
+    eventType: CASE_STATUS_CHANGED,
+    payload: { caseId, newStatus: `S${version}` },
+    ...extra,
+  };
 }
 
 async function states(aggregateId: string) {
@@ -103,14 +109,18 @@ describe('quarantine policy hold-aggregate', () => {
     const [gauges] = await readGauges(asReaper, ['case-projection']);
     expect(gauges).toMatchObject({ quarantine_depth: 1, held_aggregates: 1, held_depth: 3 });
     const { held } = await run(opsDeps(asOps), { command: 'stats', consumer: 'case-projection' });
-    expect(held).toEqual([expect.objectContaining({ aggregate_id: 'case_h', inbox_id: v3!.inbox_id, error_code: 'MAX_ATTEMPTS_EXCEEDED', behind: 3 })]);
+    expect(held).toEqual([
+      expect.objectContaining({ aggregate_id: 'case_h', inbox_id: v3!.inbox_id, error_code: 'MAX_ATTEMPTS_EXCEEDED', behind: 3 }),
+    ]);
 
     await replayQuarantined(asOps, { ...operator, selection: { inboxIds: [v3!.inbox_id] } });
     const after = await work(asWorker, caseProjection);
 
     expect(after).toMatchObject({ processed: 4, quarantined: 0, retried: 0 });
     expect((await states('case_h')).map((r) => r.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED', 'PROCESSED']);
-    const [summary] = await sql<{ v: number }[]>`select last_aggregate_version::int as v from read_model.case_summary where case_id = 'case_h'`;
+    const [summary] = await sql<
+      { v: number }[]
+    >`select last_aggregate_version::int as v from read_model.case_summary where case_id = 'case_h'`;
     expect(summary!.v).toBe(6);
     const [released] = await readGauges(asReaper, ['case-projection']);
     expect(released).toMatchObject({ held_aggregates: 0, held_depth: 0 });

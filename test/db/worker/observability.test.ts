@@ -19,7 +19,10 @@ const asWorker = db.as(workerRoleOf(caseProjection));
 function recorders() {
   const lines: { level: string; message: string; fields: Record<string, unknown> }[] = [];
   const metrics: { name: string; unit: string; value: number }[] = [];
-  const logAt = (level: string) => (message: string, fields: Record<string, unknown> = {}) => void lines.push({ level, message, fields });
+  const logAt =
+    (level: string) =>
+    (message: string, fields: Record<string, unknown> = {}) =>
+      void lines.push({ level, message, fields });
   const logger = { info: logAt('info'), warn: logAt('warn'), error: logAt('error'), debug: logAt('debug') } as unknown as Logger;
   const metricsRecorder = {
     addMetric: (name: string, unit: string, value: number) => void metrics.push({ name, unit, value }),

@@ -113,20 +113,40 @@ describe('worker outcomes', () => {
   it('RETRY_PENDING: a retryable error waits by seed 000 schedule for its attempt', async () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
     const first = await insertInboxRow(sql, { eventType: 'test.fail.v1' });
-    const third = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 2, nextAttemptInSeconds: -1 });
-    const fifth = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 4, nextAttemptInSeconds: -1 });
+    const third = await insertInboxRow(sql, {
+      eventType: 'test.fail.v1',
+      status: 'RETRY_PENDING',
+      attemptCount: 2,
+      nextAttemptInSeconds: -1,
+    });
+    const fifth = await insertInboxRow(sql, {
+      eventType: 'test.fail.v1',
+      status: 'RETRY_PENDING',
+      attemptCount: 4,
+      nextAttemptInSeconds: -1,
+    });
 
     const result = await work(asWorker, consumer);
 
     expect(result).toMatchObject({ claimed: 3, retried: 3 });
-    expect(await inboxRow(sql, first.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', attempt_count: 1, error_code: 'DOWNSTREAM_UNAVAILABLE', delay_seconds: 5 });
+    expect(await inboxRow(sql, first.inbox_id)).toMatchObject({
+      status: 'RETRY_PENDING',
+      attempt_count: 1,
+      error_code: 'DOWNSTREAM_UNAVAILABLE',
+      delay_seconds: 5,
+    });
     expect(await inboxRow(sql, third.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', attempt_count: 3, delay_seconds: 30 });
     expect(await inboxRow(sql, fifth.inbox_id)).toMatchObject({ status: 'RETRY_PENDING', attempt_count: 5, delay_seconds: 600 });
   });
 
   it('RETRY_PENDING: jitter is added to the delay', async () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
-    const row = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 3, nextAttemptInSeconds: -1 });
+    const row = await insertInboxRow(sql, {
+      eventType: 'test.fail.v1',
+      status: 'RETRY_PENDING',
+      attemptCount: 3,
+      nextAttemptInSeconds: -1,
+    });
 
     await work(asWorker, consumer, { random: () => 0.5 });
 
@@ -145,12 +165,22 @@ describe('worker outcomes', () => {
 
   it('QUARANTINED MAX_ATTEMPTS_EXCEEDED: a retryable failure at the last attempt', async () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
-    const row = await insertInboxRow(sql, { eventType: 'test.fail.v1', status: 'RETRY_PENDING', attemptCount: 9, nextAttemptInSeconds: -1 });
+    const row = await insertInboxRow(sql, {
+      eventType: 'test.fail.v1',
+      status: 'RETRY_PENDING',
+      attemptCount: 9,
+      nextAttemptInSeconds: -1,
+    });
 
     await work(asWorker, consumer);
 
     const state = await inboxRow(sql, row.inbox_id);
-    expect(state).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED, attempt_count: 10, next_attempt_at: null });
+    expect(state).toMatchObject({
+      status: 'QUARANTINED',
+      error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED,
+      attempt_count: 10,
+      next_attempt_at: null,
+    });
     expect(state.error_detail).toMatchObject({ lastErrorCode: 'DOWNSTREAM_UNAVAILABLE' });
   });
 
@@ -164,7 +194,11 @@ describe('worker outcomes', () => {
 
     await work(asWorker, caseProjection);
 
-    expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED, attempt_count: 11 });
+    expect(await inboxRow(sql, row.inbox_id)).toMatchObject({
+      status: 'QUARANTINED',
+      error_code: ErrorCodes.MAX_ATTEMPTS_EXCEEDED,
+      attempt_count: 11,
+    });
     expect(await summary('case_spent')).toBeUndefined();
   });
 
@@ -193,7 +227,10 @@ describe('worker outcomes', () => {
       const d = await inboxRow(sql, data.inbox_id);
       expect(d).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.DB_DATA_EXCEPTION });
       expect(d.error_detail).toMatchObject({ sqlState: '22023' });
-      expect(await inboxRow(sql, integrity.inbox_id)).toMatchObject({ status: 'QUARANTINED', error_code: ErrorCodes.DB_INTEGRITY_VIOLATION });
+      expect(await inboxRow(sql, integrity.inbox_id)).toMatchObject({
+        status: 'QUARANTINED',
+        error_code: ErrorCodes.DB_INTEGRITY_VIOLATION,
+      });
       expect(await inboxRow(sql, fine.inbox_id)).toMatchObject({ status: 'PROCESSED' });
       const cases = await sql<{ case_id: string }[]>`select case_id from read_model.case_summary order by case_id`;
       expect(cases.map((c) => c.case_id)).toEqual(['case_fine']);
@@ -221,7 +258,13 @@ describe('worker outcomes', () => {
       expect(result).toMatchObject({ claimed: 2, processed: 0, retried: 2 });
       for (const row of rows) {
         const state = await inboxRow(sql, row.inbox_id);
-        expect(state).toMatchObject({ status: 'RETRY_PENDING', error_code: ErrorCodes.DB_TRANSIENT, attempt_count: 1, locked_by: null, delay_seconds: 5 });
+        expect(state).toMatchObject({
+          status: 'RETRY_PENDING',
+          error_code: ErrorCodes.DB_TRANSIENT,
+          attempt_count: 1,
+          locked_by: null,
+          delay_seconds: 5,
+        });
         expect(state.error_detail).toMatchObject({ sqlState: '40001' });
       }
       const { n } = await one(sql<{ n: number }[]>`select count(*)::int as n from read_model.case_summary`);
@@ -232,8 +275,16 @@ describe('worker outcomes', () => {
   it('a set-based batch that cannot apply as one statement falls back to one savepoint per event', async () => {
     // Two aggregates whose events name the same case: one upsert cannot touch a row twice
     // (SQLSTATE 21000), so the fast path fails and each event applies on its own.
-    const first = await insertInboxRow(sql, { aggregateId: 'agg_a', payload: { caseId: 'case_shared', acceptedAt: '2026-07-03T09:15:30Z' }, receivedSecondsAgo: 2 });
-    const second = await insertInboxRow(sql, { aggregateId: 'agg_b', payload: { caseId: 'case_shared', acceptedAt: '2026-07-04T09:15:30Z' }, receivedSecondsAgo: 1 });
+    const first = await insertInboxRow(sql, {
+      aggregateId: 'agg_a',
+      payload: { caseId: 'case_shared', acceptedAt: '2026-07-03T09:15:30Z' },
+      receivedSecondsAgo: 2,
+    });
+    const second = await insertInboxRow(sql, {
+      aggregateId: 'agg_b',
+      payload: { caseId: 'case_shared', acceptedAt: '2026-07-04T09:15:30Z' },
+      receivedSecondsAgo: 1,
+    });
 
     const result = await work(asWorker, caseProjection);
 

@@ -56,15 +56,13 @@ const context = (awsRequestId: string, remaining = 60_000) => ({ awsRequestId, g
 /** Five cases, each with three status changes in version order: fifteen rows, some of them retries already due. */
 function statusChanges(): InboxRowSpec[] {
   return Array.from({ length: 5 }, (_, c) =>
-    [1, 2, 3].map(
-      (version): InboxRowSpec => ({
-        eventType: 'regulatory.case.status-changed.v1',
-        aggregateId: `case_p${c}`,
-        aggregateVersion: version,
-        payload: { caseId: `case_p${c}`, newStatus: `STATUS_${version}` },
-        ...(version === 1 && c === 0 ? { status: 'RETRY_PENDING' as const, attemptCount: 1, nextAttemptInSeconds: -5 } : {}),
-      }),
-    ),
+    [1, 2, 3].map((version): InboxRowSpec => ({
+      eventType: 'regulatory.case.status-changed.v1',
+      aggregateId: `case_p${c}`,
+      aggregateVersion: version,
+      payload: { caseId: `case_p${c}`, newStatus: `STATUS_${version}` },
+      ...(version === 1 && c === 0 ? { status: 'RETRY_PENDING' as const, attemptCount: 1, nextAttemptInSeconds: -5 } : {}),
+    })),
   ).flat();
 }
 
@@ -119,8 +117,17 @@ describe('a paused consumer, through the worker handler', () => {
       const result = await handler(event, context(`req-${source}`));
 
       expect(result).toEqual({
-        claimed: 0, processed: 0, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0,
-        stoppedBy: 'paused', slot: null, fannedOut: 0, handedOver: false,
+        claimed: 0,
+        processed: 0,
+        retried: 0,
+        quarantined: 0,
+        ignored: 0,
+        released: 0,
+        lost: 0,
+        stoppedBy: 'paused',
+        slot: null,
+        fannedOut: 0,
+        handedOver: false,
       });
       expect(await rowStates()).toEqual(before);
       expect(invocationsOf(lambdaMock)).toEqual([]);
@@ -182,7 +189,16 @@ describe('a pause that lands while a worker drains', () => {
       // One lane per claim, a claim that fills its batch (fan-out would be weighed), and a
       // budget that ends after it (a hand-over would follow).
       config: {
-        worker: { batchSize: 3, runLength: 3, safetyMarginMs: 1_000, leaseSeconds: 300, idleMs: 0, pollMs: 20, maxConcurrency: 4, fanOutDrainSeconds: 1 },
+        worker: {
+          batchSize: 3,
+          runLength: 3,
+          safetyMarginMs: 1_000,
+          leaseSeconds: 300,
+          idleMs: 0,
+          pollMs: 20,
+          maxConcurrency: 4,
+          fanOutDrainSeconds: 1,
+        },
         wakeUps: { enabled: true },
       },
       ...quietObservability(),
@@ -190,7 +206,10 @@ describe('a pause that lands while a worker drains', () => {
       random: () => 0,
     });
 
-    const result = await invoke({ source: 'schedule' }, { awsRequestId: 'req-draining', getRemainingTimeInMillis: () => (remaining -= 5_000) });
+    const result = await invoke(
+      { source: 'schedule' },
+      { awsRequestId: 'req-draining', getRemainingTimeInMillis: () => (remaining -= 5_000) },
+    );
 
     expect(result).toMatchObject({ stoppedBy: 'paused', claimed: 3, processed: 3, fannedOut: 0, handedOver: false });
     expect(invocationsOf(lambdaMock)).toEqual([]);

@@ -39,20 +39,23 @@ const NOTE = 'test.note.v1';
  * case-projection plus an unversioned note whose handler records its order, and fails on
  * request; quarantine policy continue (hold-aggregate has its own tests).
  */
-const withNotes = { ...variant(caseProjection, {
-  handlers: {
-    [NOTE]: {
-      1: defineHandler({
-        payload: z.object({ fail: z.enum(['transient', 'permanent']).optional() }),
-        async handle(tx, event) {
-          if (event.payload.fail === 'transient') throw new RetryableError('NOTE_BUSY', 'try again');
-          if (event.payload.fail === 'permanent') throw new NonRetryableError('NOTE_BROKEN', 'never works');
-          await tx`insert into public.note_applied (aggregate_id, event_id) values (${event.aggregateId}, ${event.eventId})`;
-        },
-      }),
+const withNotes = {
+  ...variant(caseProjection, {
+    handlers: {
+      [NOTE]: {
+        1: defineHandler({
+          payload: z.object({ fail: z.enum(['transient', 'permanent']).optional() }),
+          async handle(tx, event) {
+            if (event.payload.fail === 'transient') throw new RetryableError('NOTE_BUSY', 'try again');
+            if (event.payload.fail === 'permanent') throw new NonRetryableError('NOTE_BROKEN', 'never works');
+            await tx`insert into public.note_applied (aggregate_id, event_id) values (${event.aggregateId}, ${event.eventId})`;
+          },
+        }),
+      },
     },
-  },
-}), quarantinePolicy: 'continue' as const };
+  }),
+  quarantinePolicy: 'continue' as const,
+};
 
 const note = (aggregateId: string, seconds: number, payload: Record<string, unknown> = {}): InboxRowSpec => ({
   aggregateId,
@@ -83,21 +86,36 @@ async function laneCount(): Promise<number> {
 describe('runs', () => {
   it('a claim takes an aggregate’s run in head order, and one batch applies it in that order on the fast path', async () => {
     await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_run', 'S1', 1)`;
-    await insertInboxRows(sql, [5, 3, 2, 6, 4].map((v) => statusChanged('case_run', v)));
+    await insertInboxRows(
+      sql,
+      [5, 3, 2, 6, 4].map((v) => statusChanged('case_run', v)),
+    );
     const owner = newOwnerId('runs');
 
     const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner, limit: 10, leaseSeconds: 60 });
-    const report = await processBatch({ sql: asWorker, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
+    const report = await processBatch(
+      { sql: asWorker, consumer: caseProjection, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 },
+      lanesOf(claim),
+    );
 
     expect(claim.lanes).toHaveLength(1);
     expect(claim.rows.map((r) => r.aggregate_version)).toEqual([2, 3, 4, 5, 6]);
     expect(report).toMatchObject({ slowPath: false, released: [] });
     expect(report.completed.map((r) => r.outcome.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED', 'PROCESSED', 'PROCESSED']);
-    expect(await one(sql<{ v: number; s: string }[]>`select last_aggregate_version::int as v, case_status as s from read_model.case_summary where case_id = 'case_run'`)).toEqual({ v: 6, s: 'S6' });
+    expect(
+      await one(
+        sql<
+          { v: number; s: string }[]
+        >`select last_aggregate_version::int as v, case_status as s from read_model.case_summary where case_id = 'case_run'`,
+      ),
+    ).toEqual({ v: 6, s: 'S6' });
   });
 
   it('a run is at most the run length; the rest follows in later claims, still in order', async () => {
-    const rows = await insertInboxRows(sql, Array.from({ length: 7 }, (_, i) => note('agg_long', 100 - i)));
+    const rows = await insertInboxRows(
+      sql,
+      Array.from({ length: 7 }, (_, i) => note('agg_long', 100 - i)),
+    );
 
     const result = await work(asWorker, withNotes, { config: workerConfig({ batchSize: 10, runLength: 3 }) });
 
@@ -108,9 +126,18 @@ describe('runs', () => {
   it('a batch is shared out over the lanes that have runs: each run at most its share, so the batch has as few stages as it can', async () => {
     // 5 aggregates × 6 due rows, batch 10, run length 20: runs of 2 (10 / 5), not one run of 6 and one of 4.
     const aggregates = ['agg_a', 'agg_b', 'agg_c', 'agg_d', 'agg_e'];
-    await insertInboxRows(sql, aggregates.flatMap((a, i) => Array.from({ length: 6 }, (_, k) => note(a, 100 - k * 10 - i))));
+    await insertInboxRows(
+      sql,
+      aggregates.flatMap((a, i) => Array.from({ length: 6 }, (_, k) => note(a, 100 - k * 10 - i))),
+    );
 
-    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('runs'), limit: 10, runLimit: 20, leaseSeconds: 60 });
+    const claim = await claimDue(asWorker, {
+      consumerName: 'case-projection',
+      owner: newOwnerId('runs'),
+      limit: 10,
+      runLimit: 20,
+      leaseSeconds: 60,
+    });
 
     expect(claim.lanes.map((l) => [l.aggregateId, l.rows.length])).toEqual(aggregates.map((a) => [a, 2]));
     // Each lane's rows are its head run, in order.
@@ -121,9 +148,18 @@ describe('runs', () => {
   });
 
   it('one aggregate alone gets a run of the run length, not more', async () => {
-    await insertInboxRows(sql, Array.from({ length: 30 }, (_, k) => note('agg_alone', 100 - k)));
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 30 }, (_, k) => note('agg_alone', 100 - k)),
+    );
 
-    const claim = await claimDue(asWorker, { consumerName: 'case-projection', owner: newOwnerId('runs'), limit: 100, runLimit: 20, leaseSeconds: 60 });
+    const claim = await claimDue(asWorker, {
+      consumerName: 'case-projection',
+      owner: newOwnerId('runs'),
+      limit: 100,
+      runLimit: 20,
+      leaseSeconds: 60,
+    });
 
     expect(claim.rows).toHaveLength(20);
   });
@@ -170,7 +206,12 @@ describe('runs', () => {
 
 describe('lanes', () => {
   it('draining the inbox leaves no lane behind', async () => {
-    await insertInboxRows(sql, [note('agg_1', 3), note('agg_1', 2), note('agg_2', 1), { aggregateId: 'case_x', payload: { caseId: 'case_x', acceptedAt: '2026-07-03T09:15:30Z' } }]);
+    await insertInboxRows(sql, [
+      note('agg_1', 3),
+      note('agg_1', 2),
+      note('agg_2', 1),
+      { aggregateId: 'case_x', payload: { caseId: 'case_x', acceptedAt: '2026-07-03T09:15:30Z' } },
+    ]);
     expect(await laneCount()).toBe(3);
 
     expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 4, processed: 4 });
@@ -216,7 +257,9 @@ describe('lanes', () => {
   });
 
   it('rows queued by any writer (an operator’s UPDATE, here) mark their lane due', async () => {
-    const [row] = await insertInboxRows(sql, [{ ...note('agg_later', 5), status: 'RETRY_PENDING', attemptCount: 1, nextAttemptInSeconds: 3600 }]);
+    const [row] = await insertInboxRows(sql, [
+      { ...note('agg_later', 5), status: 'RETRY_PENDING', attemptCount: 1, nextAttemptInSeconds: 3600 },
+    ]);
     expect(await work(asWorker, withNotes)).toMatchObject({ claimed: 0 });
 
     await sql`update integration.consumer_inbox set next_attempt_at = now() where inbox_id = ${row!.inbox_id}`;

@@ -57,7 +57,10 @@ describe('worker time budget', () => {
 
   it('releases rows claimed but not started when time runs out inside a batch', async () => {
     // case_0 is the oldest, so it runs first.
-    await insertInboxRows(sql, accepted(9).map((spec, i) => ({ ...spec, receivedSecondsAgo: 100 - i })));
+    await insertInboxRows(
+      sql,
+      accepted(9).map((spec, i) => ({ ...spec, receivedSecondsAgo: 100 - i })),
+    );
     // case_0 fails with a database error, so the batch's fast path fails and the per-row
     // path runs; it reads the remaining time before each row.
     const failCase0 = {

@@ -32,12 +32,24 @@ beforeEach(async () => {
 
 type WorkerSettings = Partial<Config['worker']>;
 
-function invocation(worker: WorkerSettings = {}, options: Partial<Pick<InvocationDependencies, 'consumer' | 'sleep'>> & { wakeUps?: boolean } = {}) {
+function invocation(
+  worker: WorkerSettings = {},
+  options: Partial<Pick<InvocationDependencies, 'consumer' | 'sleep'>> & { wakeUps?: boolean } = {},
+) {
   return createWorkerInvocation({
     sql: db.as(workerRoleOf({ name: CONSUMER })),
     consumer: options.consumer ?? getConsumer(CONSUMER),
     config: {
-      worker: { batchSize: 100, safetyMarginMs: 1_000, leaseSeconds: 300, idleMs: 0, pollMs: 20, maxConcurrency: 3, fanOutDrainSeconds: 5, ...worker },
+      worker: {
+        batchSize: 100,
+        safetyMarginMs: 1_000,
+        leaseSeconds: 300,
+        idleMs: 0,
+        pollMs: 20,
+        maxConcurrency: 3,
+        fanOutDrainSeconds: 5,
+        ...worker,
+      },
       wakeUps: { enabled: options.wakeUps ?? true },
     },
     ...quietObservability(),
@@ -58,8 +70,10 @@ const slots = () =>
     select slot_no, held_by from integration.consumer_worker_slot where consumer_name = ${CONSUMER} order by slot_no`;
 
 const statuses = async () =>
-  (await db.sql<{ status: string; n: number }[]>`
-    select status, count(*)::int as n from integration.consumer_inbox group by status order by status`).map((r) => `${r.status} ${r.n}`);
+  (
+    await db.sql<{ status: string; n: number }[]>`
+    select status, count(*)::int as n from integration.consumer_inbox group by status order by status`
+  ).map((r) => `${r.status} ${r.n}`);
 
 describe('a worker invocation and its slot', () => {
   it('takes the lowest free slot, drains, and frees it when nothing is due', async () => {
@@ -68,8 +82,17 @@ describe('a worker invocation and its slot', () => {
     const result = await invocation()({ source: 'schedule' }, context('req-s1'));
 
     expect(result).toEqual({
-      claimed: 3, processed: 3, retried: 0, quarantined: 0, ignored: 0, released: 0, lost: 0,
-      stoppedBy: 'idle', slot: 1, fannedOut: 0, handedOver: false,
+      claimed: 3,
+      processed: 3,
+      retried: 0,
+      quarantined: 0,
+      ignored: 0,
+      released: 0,
+      lost: 0,
+      stoppedBy: 'idle',
+      slot: 1,
+      fannedOut: 0,
+      handedOver: false,
     });
     expect(await slots()).toEqual([
       { slot_no: 1, held_by: null },
@@ -96,7 +119,10 @@ describe('a worker invocation and its slot', () => {
       insert into integration.consumer_worker_slot (consumer_name, slot_no, held_by, held_until)
       select ${CONSUMER}, n, 'worker:other:' || n, now() + interval '10 seconds' from generate_series(1, 3) n`;
 
-    const result = await invocation()({ source: 'wake-up', consumerName: CONSUMER, slot: 1, invitation: 'wake-up:req-late' }, context('req-late'));
+    const result = await invocation()(
+      { source: 'wake-up', consumerName: CONSUMER, slot: 1, invitation: 'wake-up:req-late' },
+      context('req-late'),
+    );
 
     expect(result).toMatchObject({ stoppedBy: 'no-slot', slot: null, claimed: 0 });
     expect(await statuses()).toEqual(['RECEIVED 2']);
@@ -116,7 +142,10 @@ describe('a worker invocation and its slot', () => {
   it('runs an event it does not recognize as a scheduled invocation', async () => {
     await insertInboxRows(db.sql, accepted(1));
 
-    const result = await invocation()({ source: 'fan-out', consumerName: 'case-sla', slot: 2, invitation: 'fan-out:x:2' }, context('req-odd'));
+    const result = await invocation()(
+      { source: 'fan-out', consumerName: 'case-sla', slot: 2, invitation: 'fan-out:x:2' },
+      context('req-odd'),
+    );
 
     expect(result).toMatchObject({ slot: 1, processed: 1 });
   });
@@ -159,7 +188,7 @@ describe('awake', () => {
 });
 
 describe('fan-out', () => {
-  it('wakes workers for a large backlog, never more than the consumer\'s maximum running at once', async () => {
+  it("wakes workers for a large backlog, never more than the consumer's maximum running at once", async () => {
     await insertInboxRows(db.sql, accepted(1_500));
     // A horizon this short makes any backlog "too much for one worker": fan-out is certain.
     const invoke = invocation({ batchSize: 25, maxConcurrency: 3, fanOutDrainSeconds: 0.001 });
@@ -189,12 +218,22 @@ describe('fan-out', () => {
       {
         FunctionName: WORKER,
         InvocationType: 'Event',
-        Payload: { source: 'fan-out', consumerName: CONSUMER, slot: 2, invitation: expect.stringMatching(/^fan-out:worker:req-fan:[0-9a-f-]{36}:2$/) },
+        Payload: {
+          source: 'fan-out',
+          consumerName: CONSUMER,
+          slot: 2,
+          invitation: expect.stringMatching(/^fan-out:worker:req-fan:[0-9a-f-]{36}:2$/),
+        },
       },
       {
         FunctionName: WORKER,
         InvocationType: 'Event',
-        Payload: { source: 'fan-out', consumerName: CONSUMER, slot: 3, invitation: expect.stringMatching(/^fan-out:worker:req-fan:[0-9a-f-]{36}:3$/) },
+        Payload: {
+          source: 'fan-out',
+          consumerName: CONSUMER,
+          slot: 3,
+          invitation: expect.stringMatching(/^fan-out:worker:req-fan:[0-9a-f-]{36}:3$/),
+        },
       },
     ]);
     expect(first).toMatchObject({ slot: 1, fannedOut: 2 });
@@ -207,7 +246,10 @@ describe('fan-out', () => {
   it('wakes nobody when the backlog is one the worker drains alone within the horizon', async () => {
     await insertInboxRows(db.sql, accepted(60));
 
-    const result = await invocation({ batchSize: 25, maxConcurrency: 3, fanOutDrainSeconds: 600 })({ source: 'schedule' }, context('req-small'));
+    const result = await invocation({ batchSize: 25, maxConcurrency: 3, fanOutDrainSeconds: 600 })(
+      { source: 'schedule' },
+      context('req-small'),
+    );
 
     expect(result).toMatchObject({ processed: 60, fannedOut: 0 });
     expect(invocations()).toEqual([]);
@@ -216,7 +258,10 @@ describe('fan-out', () => {
   it('wakes nobody with wake-ups switched off', async () => {
     await insertInboxRows(db.sql, accepted(300));
 
-    const result = await invocation({ batchSize: 25, fanOutDrainSeconds: 0.001 }, { wakeUps: false })({ source: 'schedule' }, context('req-off'));
+    const result = await invocation({ batchSize: 25, fanOutDrainSeconds: 0.001 }, { wakeUps: false })(
+      { source: 'schedule' },
+      context('req-off'),
+    );
 
     expect(result).toMatchObject({ processed: 300, fannedOut: 0 });
     expect(invocations()).toEqual([]);
@@ -232,7 +277,16 @@ describe('hand-over', () => {
       Object.entries(base.handlers).map(([type, versions]) => [
         type,
         Object.fromEntries(
-          Object.entries(versions).map(([v, h]) => [v, { payload: h.payload, handle: async (tx: never, e: never, c: never) => { handled++; await h.handle(tx, e, c); } }]),
+          Object.entries(versions).map(([v, h]) => [
+            v,
+            {
+              payload: h.payload,
+              handle: async (tx: never, e: never, c: never) => {
+                handled++;
+                await h.handle(tx, e, c);
+              },
+            },
+          ]),
         ),
       ]),
     );
@@ -253,7 +307,12 @@ describe('hand-over', () => {
       {
         FunctionName: WORKER,
         InvocationType: 'Event',
-        Payload: { source: 'hand-over', consumerName: CONSUMER, slot: 1, invitation: expect.stringMatching(/^hand-over:worker:req-h:[0-9a-f-]{36}$/) },
+        Payload: {
+          source: 'hand-over',
+          consumerName: CONSUMER,
+          slot: 1,
+          invitation: expect.stringMatching(/^hand-over:worker:req-h:[0-9a-f-]{36}$/),
+        },
       },
     ]);
     expect(held[0]).toEqual({ slot_no: 1, held_by: handOver!.Payload.invitation });
@@ -266,7 +325,10 @@ describe('hand-over', () => {
     await insertInboxRows(db.sql, accepted(100));
     const { consumer, remaining } = budgetOf(30);
 
-    const first = await invocation({ batchSize: 10 }, { consumer, wakeUps: false })({ source: 'schedule' }, context('req-h-off', remaining));
+    const first = await invocation({ batchSize: 10 }, { consumer, wakeUps: false })(
+      { source: 'schedule' },
+      context('req-h-off', remaining),
+    );
 
     expect(first).toMatchObject({ stoppedBy: 'budget', handedOver: false });
     expect(invocations()).toEqual([]);

@@ -63,7 +63,20 @@ const PAYMENT_AVRO = {
           { name: 'settled_at', type: { type: 'long', logicalType: 'timestamp-micros' } },
           { name: 'note', type: ['null', 'string'], default: null },
           { name: 'tags', type: { type: 'array', items: 'string' } },
-          { name: 'lines', type: { type: 'array', items: { type: 'record', name: 'Line', fields: [{ name: 'sku', type: 'string' }, { name: 'qty', type: 'int' }] } } },
+          {
+            name: 'lines',
+            type: {
+              type: 'array',
+              items: {
+                type: 'record',
+                name: 'Line',
+                fields: [
+                  { name: 'sku', type: 'string' },
+                  { name: 'qty', type: 'int' },
+                ],
+              },
+            },
+          },
           { name: 'attributes', type: { type: 'map', values: 'string' } },
           { name: 'booked_on', type: { type: 'int', logicalType: 'date' } },
           { name: 'reference', type: ['int', 'long'] },
@@ -196,17 +209,23 @@ function memoryRegistry(options: { fail?: boolean } = {}): { fetcher: SchemaFetc
 
 let offsets = 0;
 function record(value: Uint8Array, meta?: { dataFormat: string; schemaId: string }): KafkaRecord {
-  return { ...mskRecord({ topic: 'payment.completed', partition: 0, offset: ++offsets, value, key: 'pay' }), ...(meta ? { valueSchemaMetadata: meta } : {}) };
+  return {
+    ...mskRecord({ topic: 'payment.completed', partition: 0, offset: ++offsets, value, key: 'pay' }),
+    ...(meta ? { valueSchemaMetadata: meta } : {}),
+  };
 }
 
 async function decodeWith(r: KafkaRecord, source: SchemaSource | undefined, consumer: ConsumerDeclaration = payments): Promise<Decoded> {
-  const pinned = consumer.valueSchema ? { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' } : undefined;
+  const pinned = consumer.valueSchema
+    ? { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
+    : undefined;
   const schemas = await resolveValueSchemas([r], { ...(source ? { source } : {}), ...(pinned ? { pinned } : {}) });
   return decodeRecord(r, consumer, limits, schemas);
 }
 
 function validRow(d: Decoded) {
-  if (d.kind !== 'valid') throw new Error(`expected a valid record, got ${d.kind === 'poison' ? `${d.row.errorCode}: ${d.row.errorMessage}` : d.reason}`);
+  if (d.kind !== 'valid')
+    throw new Error(`expected a valid record, got ${d.kind === 'poison' ? `${d.row.errorCode}: ${d.row.errorMessage}` : d.reason}`);
   return d.row;
 }
 
@@ -221,7 +240,10 @@ const AVRO_PAYLOAD_JSON =
 describe('Avro', () => {
   it('decodes a Confluent-framed value with its writer schema from the registry, typed into the envelope', async () => {
     const eventId = randomUUID();
-    const d = await decodeWith(record(confluentFrame(SCHEMA_ID.avro, avroPayment(paymentAvroValue(eventId)))), createSchemaSource(memoryRegistry().fetcher));
+    const d = await decodeWith(
+      record(confluentFrame(SCHEMA_ID.avro, avroPayment(paymentAvroValue(eventId)))),
+      createSchemaSource(memoryRegistry().fetcher),
+    );
 
     const row = validRow(d);
     expect(row).toMatchObject({ eventId, occurredAt: '2026-07-03T09:15:30.250Z', tenantId: ORG, aggregateId: 'pay-9001', eventVersion: 1 });
@@ -245,15 +267,37 @@ describe('Avro', () => {
     const eventId = randomUUID();
     const body = avroPayment(paymentAvroValue(eventId));
 
-    const confluent = validRow(await decodeWith(record(body, { dataFormat: 'AVRO', schemaId: String(SCHEMA_ID.avro) }), createSchemaSource(memoryRegistry().fetcher)));
-    const glue = validRow(await decodeWith(record(body, { dataFormat: 'AVRO', schemaId: GLUE_AVRO.toUpperCase() }), createSchemaSource(memoryRegistry().fetcher)));
+    const confluent = validRow(
+      await decodeWith(
+        record(body, { dataFormat: 'AVRO', schemaId: String(SCHEMA_ID.avro) }),
+        createSchemaSource(memoryRegistry().fetcher),
+      ),
+    );
+    const glue = validRow(
+      await decodeWith(
+        record(body, { dataFormat: 'AVRO', schemaId: GLUE_AVRO.toUpperCase() }),
+        createSchemaSource(memoryRegistry().fetcher),
+      ),
+    );
 
     expect(confluent.envelopeJson).toBe(glue.envelopeJson);
     expect(confluent.eventId).toBe(eventId);
   });
 
   it('keeps an ambiguous union in Avro JSON encoding\'s wrapper, {"<branch>": value}', async () => {
-    const schema = { type: 'record', name: 'W', fields: [{ name: 'choice', type: [{ type: 'record', name: 'A', fields: [{ name: 'x', type: 'int' }] }, { type: 'record', name: 'B', fields: [{ name: 'y', type: 'string' }] }] }] };
+    const schema = {
+      type: 'record',
+      name: 'W',
+      fields: [
+        {
+          name: 'choice',
+          type: [
+            { type: 'record', name: 'A', fields: [{ name: 'x', type: 'int' }] },
+            { type: 'record', name: 'B', fields: [{ name: 'y', type: 'string' }] },
+          ],
+        },
+      ],
+    };
     const compiled = compileSchema({ format: 'AVRO', definition: JSON.stringify(schema) });
     const body = Buffer.from([0x02, 0x02, 0x61]); // branch 1 (B), y = "a"
 
@@ -262,14 +306,22 @@ describe('Avro', () => {
 
   it('is SCHEMA_MISMATCH when the bytes do not decode with the writer schema, naming the schema, not the bytes', async () => {
     const truncated = avroPayment(paymentAvroValue(randomUUID())).subarray(0, 20);
-    const row = poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.avro, truncated)), createSchemaSource(memoryRegistry().fetcher)));
+    const row = poisonRow(
+      await decodeWith(record(confluentFrame(SCHEMA_ID.avro, truncated)), createSchemaSource(memoryRegistry().fetcher)),
+    );
 
-    expect(row).toMatchObject({ errorCode: PoisonCodes.SCHEMA_MISMATCH, errorMessage: `value does not decode as AVRO with schema id ${SCHEMA_ID.avro}`, rawEncoding: 'base64' });
+    expect(row).toMatchObject({
+      errorCode: PoisonCodes.SCHEMA_MISMATCH,
+      errorMessage: `value does not decode as AVRO with schema id ${SCHEMA_ID.avro}`,
+      rawEncoding: 'base64',
+    });
   });
 
   it('is SCHEMA_MISMATCH when bytes are left over after the record', async () => {
     const body = Buffer.concat([avroPayment(paymentAvroValue(randomUUID())), Buffer.from([0x02])]);
-    expect(poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.avro, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode).toBe(PoisonCodes.SCHEMA_MISMATCH);
+    expect(
+      poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.avro, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode,
+    ).toBe(PoisonCodes.SCHEMA_MISMATCH);
   });
 });
 
@@ -300,7 +352,10 @@ describe('Protobuf', () => {
     const body = Buffer.concat([confluentMessageIndexes([0]), protoPayment(paymentProtoValue('e-1'))]);
 
     expect(body[0]).toBe(0x00);
-    expect('json' in compiled.decode(body, 'confluent', 64) && JSON.parse((compiled.decode(body, 'confluent', 64) as { json: string }).json).event_id).toBe('e-1');
+    expect(
+      'json' in compiled.decode(body, 'confluent', 64) &&
+        JSON.parse((compiled.decode(body, 'confluent', 64) as { json: string }).json).event_id,
+    ).toBe('e-1');
   });
 
   it('decodes a Glue-framed value with its leading message index 01, uncompressed and zlib-compressed', async () => {
@@ -319,8 +374,15 @@ describe('Protobuf', () => {
     const message = protoPayment(paymentProtoValue(eventId));
     const source = createSchemaSource(memoryRegistry().fetcher);
 
-    const confluent = validRow(await decodeWith(record(Buffer.concat([Buffer.from([2, 2]), message]), { dataFormat: 'PROTOBUF', schemaId: String(SCHEMA_ID.proto) }), source));
-    const glue = validRow(await decodeWith(record(Buffer.concat([Buffer.from([1]), message]), { dataFormat: 'PROTOBUF', schemaId: GLUE_PROTO }), source));
+    const confluent = validRow(
+      await decodeWith(
+        record(Buffer.concat([Buffer.from([2, 2]), message]), { dataFormat: 'PROTOBUF', schemaId: String(SCHEMA_ID.proto) }),
+        source,
+      ),
+    );
+    const glue = validRow(
+      await decodeWith(record(Buffer.concat([Buffer.from([1]), message]), { dataFormat: 'PROTOBUF', schemaId: GLUE_PROTO }), source),
+    );
 
     expect(confluent.envelopeJson).toBe(glue.envelopeJson);
     expect(confluent.eventId).toBe(eventId);
@@ -328,21 +390,35 @@ describe('Protobuf', () => {
 
   it('is SCHEMA_MISMATCH for a message index the schema does not have', async () => {
     const body = Buffer.concat([confluentMessageIndexes([7]), protoPayment(paymentProtoValue(randomUUID()))]);
-    expect(poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.proto, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode).toBe(PoisonCodes.SCHEMA_MISMATCH);
+    expect(
+      poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.proto, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode,
+    ).toBe(PoisonCodes.SCHEMA_MISMATCH);
   });
 
   it('is SCHEMA_MISMATCH for bytes that are not a message of the schema (a wire type that cannot be)', async () => {
     const body = Buffer.concat([confluentMessageIndexes([1]), Buffer.from([0x0f, 0xff, 0xff])]);
-    expect(poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.proto, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode).toBe(PoisonCodes.SCHEMA_MISMATCH);
+    expect(
+      poisonRow(await decodeWith(record(confluentFrame(SCHEMA_ID.proto, body)), createSchemaSource(memoryRegistry().fetcher))).errorCode,
+    ).toBe(PoisonCodes.SCHEMA_MISMATCH);
   });
 });
 
 describe('JSON Schema', () => {
-  it('strips the Confluent framing and decodes the producer\'s JSON text', async () => {
+  it("strips the Confluent framing and decodes the producer's JSON text", async () => {
     const eventId = randomUUID();
-    const json = JSON.stringify({ event_id: eventId, event_type: 'payment.completed', event_version: 1, org_id: ORG, aggregate_id: 'p', occurred_at: '2026-07-03T09:15:30Z', payload: { amount: 1 } });
+    const json = JSON.stringify({
+      event_id: eventId,
+      event_type: 'payment.completed',
+      event_version: 1,
+      org_id: ORG,
+      aggregate_id: 'p',
+      occurred_at: '2026-07-03T09:15:30Z',
+      payload: { amount: 1 },
+    });
 
-    const row = validRow(await decodeWith(record(confluentFrame(SCHEMA_ID.json, Buffer.from(json))), createSchemaSource(memoryRegistry().fetcher)));
+    const row = validRow(
+      await decodeWith(record(confluentFrame(SCHEMA_ID.json, Buffer.from(json))), createSchemaSource(memoryRegistry().fetcher)),
+    );
 
     expect(row.envelopeJson).toBe(json);
   });
@@ -351,7 +427,7 @@ describe('JSON Schema', () => {
 describe('outcomes', () => {
   const framedAvro = () => confluentFrame(SCHEMA_ID.avro, avroPayment(paymentAvroValue(randomUUID())));
 
-  it('an id the registry does not have is SCHEMA_NOT_FOUND poison, the value kept as the event\'s base64', async () => {
+  it("an id the registry does not have is SCHEMA_NOT_FOUND poison, the value kept as the event's base64", async () => {
     const r = record(confluentFrame(999, avroPayment(paymentAvroValue(randomUUID()))));
     const row = poisonRow(await decodeWith(r, createSchemaSource(memoryRegistry().fetcher)));
 
@@ -360,13 +436,18 @@ describe('outcomes', () => {
   });
 
   it('a Glue version id the registry does not have is SCHEMA_NOT_FOUND too', async () => {
-    const row = poisonRow(await decodeWith(record(glueFrame(randomUUID(), Buffer.from([0]))), createSchemaSource(memoryRegistry().fetcher)));
+    const row = poisonRow(
+      await decodeWith(record(glueFrame(randomUUID(), Buffer.from([0]))), createSchemaSource(memoryRegistry().fetcher)),
+    );
     expect(row.errorCode).toBe(PoisonCodes.SCHEMA_NOT_FOUND);
   });
 
   it('a framed value of a consumer without a registry is SCHEMA_NOT_FOUND, saying none is declared', async () => {
     const row = poisonRow(await decodeWith(record(framedAvro()), undefined));
-    expect(row).toMatchObject({ errorCode: PoisonCodes.SCHEMA_NOT_FOUND, errorMessage: `value names schema id ${SCHEMA_ID.avro}, but the consumer declares no schema registry to read it from` });
+    expect(row).toMatchObject({
+      errorCode: PoisonCodes.SCHEMA_NOT_FOUND,
+      errorMessage: `value names schema id ${SCHEMA_ID.avro}, but the consumer declares no schema registry to read it from`,
+    });
   });
 
   it('an unreachable registry makes the record unavailable (handed back), never poison', async () => {
@@ -385,8 +466,13 @@ describe('outcomes', () => {
 
   it('a zlib body that inflates past the size limit is PAYLOAD_TOO_LARGE, stopped while inflating', async () => {
     const body = Buffer.alloc(2 * 1024 * 1024, 0x41);
-    const row = poisonRow(await decodeWith(record(glueFrame(GLUE_AVRO, body, { zlib: true })), createSchemaSource(memoryRegistry().fetcher)));
-    expect(row).toMatchObject({ errorCode: PoisonCodes.PAYLOAD_TOO_LARGE, errorMessage: `value inflates to more than the limit of ${limits.maxPayloadBytes} bytes` });
+    const row = poisonRow(
+      await decodeWith(record(glueFrame(GLUE_AVRO, body, { zlib: true })), createSchemaSource(memoryRegistry().fetcher)),
+    );
+    expect(row).toMatchObject({
+      errorCode: PoisonCodes.PAYLOAD_TOO_LARGE,
+      errorMessage: `value inflates to more than the limit of ${limits.maxPayloadBytes} bytes`,
+    });
   });
 
   it('asks the registry once per schema id, per container (the source caches it)', async () => {
@@ -417,7 +503,7 @@ describe('outcomes', () => {
   });
 });
 
-describe('a pinned schema (the consumer\'s valueSchema)', () => {
+describe("a pinned schema (the consumer's valueSchema)", () => {
   it('reads unframed Avro values with no registry at all', async () => {
     const consumer: ConsumerDeclaration = { ...payments, valueSchema: { format: 'AVRO', definition: JSON.stringify(PAYMENT_AVRO) } };
     const eventId = randomUUID();
@@ -428,7 +514,10 @@ describe('a pinned schema (the consumer\'s valueSchema)', () => {
   });
 
   it('reads Confluent-framed Protobuf values, skipping the header and honouring the message index', async () => {
-    const consumer: ConsumerDeclaration = { ...payments, valueSchema: { format: 'PROTOBUF', definition: PAYMENT_PROTO, framing: 'confluent' } };
+    const consumer: ConsumerDeclaration = {
+      ...payments,
+      valueSchema: { format: 'PROTOBUF', definition: PAYMENT_PROTO, framing: 'confluent' },
+    };
     const eventId = randomUUID();
     const body = Buffer.concat([confluentMessageIndexes([1]), protoPayment(paymentProtoValue(eventId))]);
 
@@ -441,7 +530,10 @@ describe('a pinned schema (the consumer\'s valueSchema)', () => {
 describe('Confluent REST over HTTP', () => {
   let registry: Awaited<ReturnType<typeof startLocalRegistry>>;
   beforeAll(async () => {
-    registry = await startLocalRegistry([{ id: SCHEMA_ID.avro, schema: JSON.stringify(PAYMENT_AVRO) }, { id: SCHEMA_ID.proto, schemaType: 'PROTOBUF', schema: PAYMENT_PROTO }]);
+    registry = await startLocalRegistry([
+      { id: SCHEMA_ID.avro, schema: JSON.stringify(PAYMENT_AVRO) },
+      { id: SCHEMA_ID.proto, schemaType: 'PROTOBUF', schema: PAYMENT_PROTO },
+    ]);
   });
   afterAll(() => registry.close());
 

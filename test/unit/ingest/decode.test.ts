@@ -90,7 +90,12 @@ describe('normalizeEnvelope', () => {
 describe('decodeRecord', () => {
   const at = (spec: Parameters<typeof mskRecord>[0]['value'] | { raw: string }) =>
     decodeRecord(
-      mskRecord({ topic: 't', partition: 0, offset: 1, ...(spec !== null && typeof spec === 'object' && 'raw' in spec ? { rawValue: spec.raw as string } : { value: spec as never }) }),
+      mskRecord({
+        topic: 't',
+        partition: 0,
+        offset: 1,
+        ...(spec !== null && typeof spec === 'object' && 'raw' in spec ? { rawValue: spec.raw as string } : { value: spec as never }),
+      }),
       canonicalConsumer,
       limits,
     );
@@ -135,7 +140,15 @@ describe('keys and headers', () => {
   it('decodes header byte arrays, repeated names in order', () => {
     expect(decodeHeaders([{ a: [104, 105] }, { a: [0xff] }, { b: [] }])).toEqual({ a: ['hi', { base64: '/w==' }], b: '' });
     // The ASCII shortcut and the Buffer path agree on the edges: NUL, UTF-8, values that are not bytes.
-    expect(decodeHeaders([{ nul: [104, 0] }, { utf8: [0xc3, 0xa9] }, { wide: [300] }, { text: ['65'] as unknown as number[] }, { ctl: [9, 127] }])).toEqual({
+    expect(
+      decodeHeaders([
+        { nul: [104, 0] },
+        { utf8: [0xc3, 0xa9] },
+        { wide: [300] },
+        { text: ['65'] as unknown as number[] },
+        { ctl: [9, 127] },
+      ]),
+    ).toEqual({
       nul: { base64: 'aAA=' },
       utf8: 'é',
       wide: ',',

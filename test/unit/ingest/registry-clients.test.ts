@@ -26,13 +26,15 @@ afterEach(() => {
 });
 
 describe('glueFetcher', () => {
-  it('asks GetSchemaVersion for the value\'s schema version id, and nothing else', async () => {
+  it("asks GetSchemaVersion for the value's schema version id, and nothing else", async () => {
     glue.on(GetSchemaVersionCommand).resolves({ SchemaDefinition: '"string"', DataFormat: 'AVRO', SchemaVersionId: VERSION_ID });
 
     const schema = await glueFetcher(new GlueClient({ region: 'eu-west-1' }))({ registry: 'glue', versionId: VERSION_ID });
 
     expect(schema).toEqual({ format: 'AVRO', definition: '"string"' });
-    expect(glue.calls().map((c) => [c.args[0].constructor.name, c.args[0].input])).toEqual([['GetSchemaVersionCommand', { SchemaVersionId: VERSION_ID }]]);
+    expect(glue.calls().map((c) => [c.args[0].constructor.name, c.args[0].input])).toEqual([
+      ['GetSchemaVersionCommand', { SchemaVersionId: VERSION_ID }],
+    ]);
   });
 
   it('EntityNotFoundException is SchemaNotFoundError; throttling and other errors are RegistryUnavailableError', async () => {

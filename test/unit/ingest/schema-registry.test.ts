@@ -79,21 +79,24 @@ describe('EventRecordFormat SOURCE', () => {
   it.each([
     [50, 'AVRO', '1001', 'not UTF-8'],
     [51, 'PROTOBUF', '1002', 'UTF-8 but not JSON'],
-  ])('with neither a registry nor a pinned schema, poisons offset %i, %s bytes of schema %s (%s), as UNSUPPORTED_SOURCE_FORMAT, keeping them as base64', (offset, format, schemaId) => {
-    const record = fixtureRecord(SOURCE_RECORD_FORMAT, 2, offset);
+  ])(
+    'with neither a registry nor a pinned schema, poisons offset %i, %s bytes of schema %s (%s), as UNSUPPORTED_SOURCE_FORMAT, keeping them as base64',
+    (offset, format, schemaId) => {
+      const record = fixtureRecord(SOURCE_RECORD_FORMAT, 2, offset);
 
-    const d = decode(record);
+      const d = decode(record);
 
-    expect(d).toMatchObject({
-      kind: 'poison',
-      row: { errorCode: PoisonCodes.UNSUPPORTED_SOURCE_FORMAT, rawValue: record.value, rawEncoding: 'base64', offset },
-    });
-    expect(d.kind === 'poison' && d.row.errorMessage).toBe(
-      `value is ${format} schema ${schemaId} in its binary source encoding, and the consumer declares neither a schema registry nor a pinned schema to read it with`,
-    );
-  });
+      expect(d).toMatchObject({
+        kind: 'poison',
+        row: { errorCode: PoisonCodes.UNSUPPORTED_SOURCE_FORMAT, rawValue: record.value, rawEncoding: 'base64', offset },
+      });
+      expect(d.kind === 'poison' && d.row.errorMessage).toBe(
+        `value is ${format} schema ${schemaId} in its binary source encoding, and the consumer declares neither a schema registry nor a pinned schema to read it with`,
+      );
+    },
+  );
 
-  it('stores a JSON Schema value: its source bytes are the producer\'s JSON', () => {
+  it("stores a JSON Schema value: its source bytes are the producer's JSON", () => {
     expect(decode(fixtureRecord(SOURCE_RECORD_FORMAT, 2, 52))).toMatchObject({
       kind: 'valid',
       row: { eventId: '6f7a8b9c-0d1e-4f2a-9b3c-5d6e7f8091a2', recordKey: 'pay-5003' },
@@ -110,11 +113,17 @@ describe('EventRecordFormat SOURCE', () => {
   it('without valueSchemaMetadata, the same Avro bytes are what they look like: INVALID_UTF8', () => {
     const { valueSchemaMetadata: _, ...bare } = fixtureRecord(SOURCE_RECORD_FORMAT, 2, 50);
 
-    expect(decode(bare)).toMatchObject({ kind: 'poison', row: { errorCode: PoisonCodes.INVALID_UTF8, errorMessage: 'value is not valid UTF-8' } });
+    expect(decode(bare)).toMatchObject({
+      kind: 'poison',
+      row: { errorCode: PoisonCodes.INVALID_UTF8, errorMessage: 'value is not valid UTF-8' },
+    });
   });
 
   it('quotes no metadata that is not an id (the field comes from the event, not from us)', () => {
-    const record = { ...fixtureRecord(SOURCE_RECORD_FORMAT, 2, 53), valueSchemaMetadata: { dataFormat: 'JSON', schemaId: 'a b {"secret":1}' } };
+    const record = {
+      ...fixtureRecord(SOURCE_RECORD_FORMAT, 2, 53),
+      valueSchemaMetadata: { dataFormat: 'JSON', schemaId: 'a b {"secret":1}' },
+    };
 
     const d = decode(record);
 

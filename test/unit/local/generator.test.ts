@@ -16,7 +16,9 @@ import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options
 const options: LocalOptions = { ...DEFAULT_OPTIONS, events: 600, poisonRate: 0.02, invalidRate: 0.02, duplicateRate: 0.1 };
 
 function allRecords(stream: ReturnType<typeof generateStream>): { topic: string; partition: number; offset: number; r: ProducedRecord }[] {
-  return [...stream.topics].flatMap(([topic, parts]) => parts.flatMap((log, partition) => log.map((r, offset) => ({ topic, partition, offset, r }))));
+  return [...stream.topics].flatMap(([topic, parts]) =>
+    parts.flatMap((log, partition) => log.map((r, offset) => ({ topic, partition, offset, r }))),
+  );
 }
 
 describe('generateStream', () => {
@@ -24,7 +26,10 @@ describe('generateStream', () => {
     const a = generateStream(options);
     const b = generateStream(options);
     const c = generateStream({ ...options, seed: options.seed + 1 });
-    const bytes = (s: typeof a) => allRecords(s).map(({ r }) => r.value?.toString('base64') ?? r.rawValueBase64 ?? 'null').join('|');
+    const bytes = (s: typeof a) =>
+      allRecords(s)
+        .map(({ r }) => r.value?.toString('base64') ?? r.rawValueBase64 ?? 'null')
+        .join('|');
     expect(bytes(b)).toBe(bytes(a));
     expect([...b.faults.get(CASE_SLA)!]).toEqual([...a.faults.get(CASE_SLA)!]);
     expect(bytes(c)).not.toBe(bytes(a));
@@ -134,7 +139,13 @@ describe('expectationUnder', () => {
     expect(expectationUnder(undefined)).toEqual({ status: 'PROCESSED' });
     expect(expectationUnder({ kind: 'transient', via: 'retryable-error', failures: 2 })).toEqual({ status: 'PROCESSED' });
     expect(expectationUnder({ kind: 'exhaust' })).toEqual({ status: 'QUARANTINED', errorCode: 'MAX_ATTEMPTS_EXCEEDED' });
-    expect(expectationUnder({ kind: 'permanent', via: 'non-retryable-error' })).toEqual({ status: 'QUARANTINED', errorCode: INJECTED.PERMANENT });
-    expect(expectationUnder({ kind: 'permanent', via: 'check-violation' })).toEqual({ status: 'QUARANTINED', errorCode: 'DB_INTEGRITY_VIOLATION' });
+    expect(expectationUnder({ kind: 'permanent', via: 'non-retryable-error' })).toEqual({
+      status: 'QUARANTINED',
+      errorCode: INJECTED.PERMANENT,
+    });
+    expect(expectationUnder({ kind: 'permanent', via: 'check-violation' })).toEqual({
+      status: 'QUARANTINED',
+      errorCode: 'DB_INTEGRITY_VIOLATION',
+    });
   });
 });

@@ -84,7 +84,10 @@ describe('SimulatedLambda', () => {
     lambda.register({ name: 'w', handler: async () => {}, reservedConcurrency: 1, timeoutMs: 1_000, maxEventAgeMs: 1_000 });
     const client = lambda.client();
 
-    await expect(client.send(invoke('nobody', {}))).rejects.toMatchObject({ name: 'ResourceNotFoundException', $metadata: { httpStatusCode: 404 } });
+    await expect(client.send(invoke('nobody', {}))).rejects.toMatchObject({
+      name: 'ResourceNotFoundException',
+      $metadata: { httpStatusCode: 404 },
+    });
     await expect(client.send(invoke('w', {}, 'RequestResponse'))).rejects.toMatchObject({ name: 'InvalidRequestContentException' });
     expect(lambda.stats('w').accepted).toBe(0);
     await lambda.stop();

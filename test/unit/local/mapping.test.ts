@@ -52,7 +52,10 @@ function mapping(overrides: Partial<MappingOptions> & Pick<MappingOptions, 'invo
 }
 
 function deliveredPerPartition(deliveries: Delivery[][], partition: number): number[][] {
-  return deliveries.flat().filter((d) => d.partition === partition).map((d) => d.offsets);
+  return deliveries
+    .flat()
+    .filter((d) => d.partition === partition)
+    .map((d) => d.offsets);
 }
 
 describe('SimulatedMapping', () => {
@@ -68,7 +71,9 @@ describe('SimulatedMapping', () => {
 
   it('retries a reported partition from the reported offset, later records included, and moves the others on', async () => {
     const r = recorder((event, call) =>
-      call === 1 && event.records[`${TOPIC}-0`] !== undefined ? { batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 3 } }] } : ok(),
+      call === 1 && event.records[`${TOPIC}-0`] !== undefined
+        ? { batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 3 } }] }
+        : ok(),
     );
     const m = mapping({ invoke: r.invoke, partitions: [log(8), log(4)] });
     await m.run();
@@ -87,7 +92,11 @@ describe('SimulatedMapping', () => {
     });
     const m = mapping({ invoke: r.invoke, partitions: [log(3)], batchSize: 10 });
     await m.run();
-    expect(deliveredPerPartition(r.deliveries, 0)).toEqual([[0, 1, 2], [0, 1, 2], [0, 1, 2]]);
+    expect(deliveredPerPartition(r.deliveries, 0)).toEqual([
+      [0, 1, 2],
+      [0, 1, 2],
+      [0, 1, 2],
+    ]);
     expect(m.stats.functionErrors).toBe(2);
   });
 
@@ -130,14 +139,21 @@ describe('SimulatedMapping', () => {
   it('sends some invocations to the unreachable database at the infra failure rate', async () => {
     const live = recorder(ok);
     const dead = recorder((event) => ({
-      batchItemFailures: Object.values(event.records).map((rs) => ({ itemIdentifier: { partition: `${TOPIC}-${rs[0]!.partition}`, offset: rs[0]!.offset } })),
+      batchItemFailures: Object.values(event.records).map((rs) => ({
+        itemIdentifier: { partition: `${TOPIC}-${rs[0]!.partition}`, offset: rs[0]!.offset },
+      })),
     }));
     const m = mapping({ invoke: live.invoke, invokeUnreachable: dead.invoke, infraFailureRate: 0.4, partitions: [log(40), log(40)] });
     await m.run();
     expect(dead.deliveries.length).toBe(m.stats.infraFailures);
     expect(m.stats.infraFailures).toBeGreaterThan(0);
     expect(m.committed).toEqual([40, 40]);
-    expect(live.deliveries.flat().filter((d) => d.partition === 0).flatMap((d) => d.offsets)).toEqual(expect.arrayContaining(Array.from({ length: 40 }, (_, i) => i)));
+    expect(
+      live.deliveries
+        .flat()
+        .filter((d) => d.partition === 0)
+        .flatMap((d) => d.offsets),
+    ).toEqual(expect.arrayContaining(Array.from({ length: 40 }, (_, i) => i)));
   });
 });
 
@@ -145,14 +161,21 @@ describe('readFailures', () => {
   const slices = [{ partition: 0, start: 10, end: 20, delivery: 1 }];
   it('keeps the lowest offset per partition', () => {
     const failures = readFailures(
-      { batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 15 } }, { itemIdentifier: { partition: `${TOPIC}-0`, offset: 12 } }] },
+      {
+        batchItemFailures: [
+          { itemIdentifier: { partition: `${TOPIC}-0`, offset: 15 } },
+          { itemIdentifier: { partition: `${TOPIC}-0`, offset: 12 } },
+        ],
+      },
       TOPIC,
       slices,
     );
     expect(failures).toEqual(new Map([[0, 12]]));
   });
   it('rejects an offset outside the batch', () => {
-    expect(readFailures({ batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 20 } }] }, TOPIC, slices)).toBeUndefined();
+    expect(
+      readFailures({ batchItemFailures: [{ itemIdentifier: { partition: `${TOPIC}-0`, offset: 20 } }] }, TOPIC, slices),
+    ).toBeUndefined();
   });
 
   it('steady load: delivers a record only once its producer has written it', async () => {

@@ -7,7 +7,19 @@ describe('parseLocalArgs', () => {
   });
 
   it('parses every kind of flag', () => {
-    const parsed = parseLocalArgs(['--events', '200', '--seed', '7', '--poison-rate', '0.2', '--keep', '--log-level', 'info', '--report', 'out/run.html']);
+    const parsed = parseLocalArgs([
+      '--events',
+      '200',
+      '--seed',
+      '7',
+      '--poison-rate',
+      '0.2',
+      '--keep',
+      '--log-level',
+      'info',
+      '--report',
+      'out/run.html',
+    ]);
     expect(parsed).toEqual({
       help: false,
       options: { ...DEFAULT_OPTIONS, events: 200, seed: 7, poisonRate: 0.2, keep: true, logLevel: 'INFO', reportFile: 'out/run.html' },
@@ -17,9 +29,19 @@ describe('parseLocalArgs', () => {
   it('--rate and --duration: a steady load of rate × duration events, at the production cadence unless told otherwise', () => {
     expect(parseLocalArgs(['--rate', '300', '--duration', '60'])).toEqual({
       help: false,
-      options: { ...DEFAULT_OPTIONS, rate: 300, durationSeconds: 60, events: 18_000, tickMs: 60_000, batchingWindowMs: 1_000, timeoutSeconds: 240 },
+      options: {
+        ...DEFAULT_OPTIONS,
+        rate: 300,
+        durationSeconds: 60,
+        events: 18_000,
+        tickMs: 60_000,
+        batchingWindowMs: 1_000,
+        timeoutSeconds: 240,
+      },
     });
-    expect(parseLocalArgs(['--rate', '50', '--duration', '4', '--tick-ms', '500', '--batching-window-ms', '0', '--timeout', '30'])).toMatchObject({
+    expect(
+      parseLocalArgs(['--rate', '50', '--duration', '4', '--tick-ms', '500', '--batching-window-ms', '0', '--timeout', '30']),
+    ).toMatchObject({
       options: { events: 200, tickMs: 500, batchingWindowMs: 0, timeoutSeconds: 30 },
     });
   });

@@ -12,7 +12,7 @@ const PATH = '/KafkaInbox/dev/consumers/';
 beforeEach(() => ssmMock.reset());
 
 describe('readConsumerEntry', () => {
-  it('reads the consumer\'s parameter under the path and returns its entry', async () => {
+  it("reads the consumer's parameter under the path and returns its entry", async () => {
     const entry = { workerSchedule: 'worker-case-sla', workerFunction: 'fn-worker', ingestMappings: ['uuid-1', 'uuid-2'] };
     ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: JSON.stringify(entry) } });
 
@@ -21,9 +21,21 @@ describe('readConsumerEntry', () => {
   });
 
   it.each([
-    ['a missing parameter', () => ssmMock.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'nope', $metadata: {} })), /is not deployed in this stage/],
-    ['a value that is not JSON', () => ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: 'worker-case-sla' } }), /is not a consumer directory entry/],
-    ['an entry without its mappings', () => ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: '{"workerSchedule":"w","workerFunction":"f"}' } }), /is not a consumer directory entry/],
+    [
+      'a missing parameter',
+      () => ssmMock.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'nope', $metadata: {} })),
+      /is not deployed in this stage/,
+    ],
+    [
+      'a value that is not JSON',
+      () => ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: 'worker-case-sla' } }),
+      /is not a consumer directory entry/,
+    ],
+    [
+      'an entry without its mappings',
+      () => ssmMock.on(GetParameterCommand).resolves({ Parameter: { Value: '{"workerSchedule":"w","workerFunction":"f"}' } }),
+      /is not a consumer directory entry/,
+    ],
   ])('refuses %s with NOT_CONFIGURED', async (_what, arrange, message) => {
     arrange();
     const error = await readConsumerEntry(ssm, PATH, 'case-sla').catch((e: unknown) => e);

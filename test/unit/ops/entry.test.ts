@@ -13,14 +13,24 @@ describe('CLI arguments', () => {
       json: false,
       help: false,
     });
-    expect(parseArgv(['poison', 'show', 'p-1', '--json'])).toEqual({ command: 'poison-show', args: { id: 'p-1' }, json: true, help: false });
+    expect(parseArgv(['poison', 'show', 'p-1', '--json'])).toEqual({
+      command: 'poison-show',
+      args: { id: 'p-1' },
+      json: true,
+      help: false,
+    });
     expect(parseArgv(['quarantine', 'list', '--error-code', 'X']).args).toEqual({ errorCode: 'X' });
     expect(parseArgv(['quarantine']).command).toBe('quarantine');
     expect(parseArgv(['help']).help).toBe(true);
   });
 
   it('refuses a flag without its value, a repeated flag and stray words', () => {
-    for (const argv of [['replay', '--reason'], ['replay', '--reason', '--dry-run'], ['stats', '--consumer', 'a', '--consumer', 'b'], ['stats', 'extra']]) {
+    for (const argv of [
+      ['replay', '--reason'],
+      ['replay', '--reason', '--dry-run'],
+      ['stats', '--consumer', 'a', '--consumer', 'b'],
+      ['stats', 'extra'],
+    ]) {
       const error = (() => {
         try {
           parseArgv(argv);
@@ -68,7 +78,10 @@ describe('ops Lambda', () => {
     const failing = createOpsHandler(async () => {
       throw Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' });
     }, logger);
-    const error = await failing({ command: 'stats' }).then(() => undefined, (e: unknown) => e);
+    const error = await failing({ command: 'stats' }).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     expect((error as { code?: string }).code).toBe('ECONNREFUSED');
   });
 });

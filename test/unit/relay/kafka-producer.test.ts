@@ -7,9 +7,19 @@ import type { ProducerRecord } from 'kafkajs';
 import { Kafka } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, parseConfig, requireKafka } from '../../../functions/lib/config';
-import { ACKS_ALL, KafkaOutboxProducer, mskKafkaConfig, producerConfig, type KafkaProducerClient } from '../../../functions/relay/kafka-producer';
+import {
+  ACKS_ALL,
+  KafkaOutboxProducer,
+  mskKafkaConfig,
+  producerConfig,
+  type KafkaProducerClient,
+} from '../../../functions/relay/kafka-producer';
 
-const ENV = { DATABASE_URL: 'postgres://u@localhost/db', KAFKA_BROKERS: 'b-1.msk.example:9098, b-2.msk.example:9098', AWS_REGION: 'eu-west-1' };
+const ENV = {
+  DATABASE_URL: 'postgres://u@localhost/db',
+  KAFKA_BROKERS: 'b-1.msk.example:9098, b-2.msk.example:9098',
+  AWS_REGION: 'eu-west-1',
+};
 const settings = requireKafka(parseConfig(ENV));
 const log = { warn: () => {}, error: () => {} };
 const staticCredentials = async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' });
