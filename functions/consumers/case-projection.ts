@@ -1,4 +1,4 @@
-/** case-projection: keeps read_model.case_summary from the regulatory case events (seed 000). */
+/** case-projection: keeps read_model.case_summary from the regulatory case events (the case inbox design). */
 import { z } from 'zod';
 import { AggregateVersionGapError, NonRetryableError } from '../lib/errors';
 import { caseAudit } from './case-audit';
@@ -26,7 +26,7 @@ export const CaseProjectionChanges = {
 } as const;
 
 /**
- * Seed 000's upsert, guarded by last_event_id so that a repeat is a no-op. Set-based: the
+ * The case inbox design's upsert, guarded by last_event_id so that a repeat is a no-op. Set-based: the
  * worker applies a whole batch of accepted events in one statement, which also returns
  * each case's state before it (the CTEs share the statement's snapshot) for the audit.
  * A repeat or a version the case moved past returns nothing: nothing applied, no audit.
@@ -83,7 +83,7 @@ const accepted = defineBatchHandler({
 });
 
 /**
- * Seed 000's versioned update: applies only on top of the version before it. A version
+ * The case inbox design's versioned update: applies only on top of the version before it. A version
  * at or below the last applied is a stale duplicate (no effect, no audit); a version
  * further ahead is a gap, held by the worker until its predecessor arrives or the wait
  * runs out.

@@ -1,5 +1,5 @@
 /**
- * case-sla: opens the initial-assessment SLA obligation when a case is accepted (seed 000),
+ * case-sla: opens the initial-assessment SLA obligation when a case is accepted (the case inbox design),
  * audits it and tells downstream: regulatory.case.sla-obligation-opened.v1, through the
  * outbox, in the transaction that opens the obligation.
  */

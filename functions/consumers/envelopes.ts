@@ -1,7 +1,7 @@
 /**
- * The envelope dialects (DESIGN.md §3) and the one normalized shape they become.
+ * The envelope dialects (docs/design.md §10) and the one normalized shape they become.
  *
- * canonical (seed 000) is camelCase; snake_case (seed 002) names fields its own way and
+ * canonical (the case inbox design) is camelCase; snake_case (the payments inbox design) names fields its own way and
  * lacks what the consumer declaration's `envelopeDefaults` supply (aggregate type,
  * producer). Its `org_id` is kept as the row's tenant; the consumer's handler is the one
  * place that translates it. Unknown extra fields are allowed in both dialects: producers
@@ -59,7 +59,7 @@ const snakeCase = z.object({
   org_id: z.guid().nullish(),
   aggregate_id: text,
   occurred_at: occurredAt,
-  // Not in seed 002, accepted when a producer sends them.
+  // Not in the payments inbox design, accepted when a producer sends them.
   aggregate_type: optionalText,
   aggregate_version: aggregateVersion,
   producer: optionalText,

@@ -1,5 +1,5 @@
 /**
- * notification-service: one email job per completed payment (seed 002). Runs inline, in
+ * notification-service: one email job per completed payment (the payments inbox design). Runs inline, in
  * the ingest transaction; rows the inline path could not finish go to the worker.
  */
 import { z } from 'zod';

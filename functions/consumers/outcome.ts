@@ -1,5 +1,5 @@
 /**
- * What a failed attempt means for its row: RETRY_PENDING with seed 000's backoff and
+ * What a failed attempt means for its row: RETRY_PENDING with the case inbox design's backoff and
  * jitter, or QUARANTINED with a code. Shared by the worker and the ingest function's
  * inline mode so that both decide the same way.
  */

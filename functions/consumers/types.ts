@@ -19,7 +19,7 @@ export interface PinnedValueSchema {
   framing?: 'confluent' | 'glue' | 'none';
 }
 
-/** How the Kafka record's JSON is shaped. canonical: seed 000's camelCase; snake_case: seed 002's. */
+/** How the Kafka record's JSON is shaped. canonical: the case inbox design's camelCase; snake_case: the payments inbox design's. */
 export type Dialect = 'canonical' | 'snake_case';
 
 /**
@@ -51,7 +51,7 @@ export interface InboxEvent<P = unknown> {
 }
 
 /**
- * One domain audit entry: what an effect the handler applied changed (seed 000's "insert
+ * One domain audit entry: what an effect the handler applied changed (the case inbox design's "insert
  * domain audit"). Written only for an effect that was applied: a stale duplicate, a no-op
  * or an ignored event has nothing to audit.
  */
@@ -111,7 +111,7 @@ export interface EventHandler<P = unknown> {
 export type HandlerTable = Record<string, Record<number, EventHandler<any>>>;
 
 export interface RetryPolicy {
-  /** Attempts before MAX_ATTEMPTS_EXCEEDED (seed 000: 10). */
+  /** Attempts before MAX_ATTEMPTS_EXCEEDED (10 in the case inbox design). */
   maxAttempts: number;
   /** Delay before attempt n+1 after attempt n failed, indexed by n-1; the last entry repeats. */
   backoffSeconds: number[];
@@ -124,7 +124,7 @@ export interface RetryPolicy {
 }
 
 /**
- * What a QUARANTINED row means for the rows of its aggregate behind it (seed 000: "commit
+ * What a QUARANTINED row means for the rows of its aggregate behind it (the case inbox design: "commit
  * Kafka offset only if policy allows quarantine progress").
  *   continue        they go on being processed (the quarantined row is skipped);
  *   hold-aggregate  they wait, unclaimed and with no attempt spent, until an operator
@@ -206,7 +206,7 @@ export function defineHandler<S extends z.ZodType>(handler: {
   return handler as EventHandler<z.output<S>>;
 }
 
-/** Seed 000's retry schedule. */
+/** The case inbox design's retry schedule. */
 export const DEFAULT_RETRY: RetryPolicy = {
   maxAttempts: 10,
   backoffSeconds: [5, 5, 30, 120, 600, 1800],

@@ -7,7 +7,7 @@ import type { Queryable } from '../lib/db';
  * The reaper's safety net: give a lane to every aggregate that has due rows but no lane
  * (the lane triggers make one for every row queued; this finds what a writer with
  * triggers disabled, or a bug, left behind). Reads at most `window` of
- * the oldest RECEIVED rows and of the due RETRY_PENDING rows, through seed 000's
+ * the oldest RECEIVED rows and of the due RETRY_PENDING rows, through the case inbox design's
  * consumer_inbox_retry_idx (equality on consumer and status, ordered by its remaining
  * key), and gives a lane to those of their aggregates that the statement's snapshot sees
  * without one. Returns the number of lanes created.

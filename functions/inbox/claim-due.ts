@@ -1,5 +1,5 @@
 /**
- * Claim due rows of one consumer for one worker invocation (seed 000's claim, with a lease,
+ * Claim due rows of one consumer for one worker invocation (the case inbox design's claim, with a lease,
  * per-aggregate serialization and runs). One statement, its own transaction: nothing it
  * locks is held across a round trip, and nothing is shared by all the claimers of a
  * consumer, so several workers of one consumer claim side by side.
@@ -17,7 +17,7 @@
  *   and a claim still reads a few index entries per row it takes
  *   (test/db/worker/claim-plan.test.ts holds it to a budget of buffers per claimed row).
  *
- * - Per-aggregate serialization (DESIGN.md §6.4). An aggregate with a row in flight
+ * - Per-aggregate serialization (docs/design.md §3, guarantee 4). An aggregate with a row in flight
  *   (PROCESSING, under any owner, seen through consumer_inbox_in_flight_lane_idx) is not
  *   claimed: its lane waits until that row leaves PROCESSING, which marks it due again. Two
  *   claims cannot both take an aggregate: each needs its lane's row lock (SKIP LOCKED: a

@@ -1,5 +1,5 @@
 /**
- * Inline mode's share of DESIGN.md §6.4: of the rows an ingest transaction just inserted
+ * Inline mode's share of docs/design.md §3, guarantee 4: of the rows an ingest transaction just inserted
  * PROCESSING under `owner`, hand to the worker (RECEIVED, attempt refunded) every row that
  * is not alone at the head of its aggregate, and return their ids.
  *

@@ -1,5 +1,5 @@
 /**
- * One event's story, for `ops event`: seed 000's findByConsumerAndEventId (or the rows
+ * One event's story, for `ops event`: the case inbox design's findByConsumerAndEventId (or the rows
  * stored from one Kafka offset), with where the row stands in its aggregate and the
  * poison rows of the same record; once the row has left the inbox, what its kept key says.
  *

@@ -1,5 +1,5 @@
 /**
- * The quarantine, for operators: seed 000's summary and a keyset-paged list of rows.
+ * The quarantine, for operators: the case inbox design's summary and a keyset-paged list of rows.
  *
  * Rows never carry the payload unless asked for: what an operator needs to decide on a
  * replay is the identity of the event and why it was quarantined.
@@ -16,7 +16,7 @@ export interface QuarantineSummaryRow {
   last_seen: Date;
 }
 
-/** Seed 000's summary: grouped by consumer, event type and error code, largest first. */
+/** The case inbox design's summary: grouped by consumer, event type and error code, largest first. */
 export async function quarantineSummary(q: Queryable, consumerName?: string): Promise<QuarantineSummaryRow[]> {
   return q<QuarantineSummaryRow[]>`
     select consumer_name,

@@ -1,7 +1,7 @@
 /**
  * Give expired leases back: PROCESSING rows whose lease_expires_at has passed belong to a
  * worker that crashed, timed out or lost its connection. They go back to RETRY_PENDING,
- * due now, with seed 000's STALE_PROCESSING_LOCK; a row whose attempt (counted at claim
+ * due now, with the case inbox design's STALE_PROCESSING_LOCK; a row whose attempt (counted at claim
  * time) was its last goes to QUARANTINED MAX_ATTEMPTS_EXCEEDED instead.
  *
  * Why this cannot steal live work: the lease is the only test (never locked_at plus a

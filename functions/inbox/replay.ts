@@ -1,5 +1,5 @@
 /**
- * Operator replay: QUARANTINED → RETRY_PENDING, due now (seed 000's statement), audited.
+ * Operator replay: QUARANTINED → RETRY_PENDING, due now (the case inbox design's statement), audited.
  *
  * Why the attempt count is reset to 0: a row quarantined with MAX_ATTEMPTS_EXCEEDED has
  * used its whole budget, so without a reset the worker would quarantine it again after a

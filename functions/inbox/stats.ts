@@ -67,9 +67,9 @@ export interface ReceivedCount {
 }
 
 /**
- * Seed 000's last-hour view: rows received per consumer and event type since `since`.
+ * The case inbox design's last-hour view: rows received per consumer and event type since `since`.
  *
- * Seed 000 writes it as one `where received_at > now() - interval '1 hour'`, which no index
+ * The case inbox design writes it as one `where received_at > now() - interval '1 hour'`, which no index
  * of the inbox serves: on a table holding a month of history it reads every row. Rather
  * than another index on every row (write and WAL cost on each event, for an operator's
  * query), each status is read through the partial index it already has, whose timestamp is

@@ -1,5 +1,5 @@
 /**
- * The ingest Lambda: an MSK event-source mapping's batch → the inbox (DESIGN.md §5).
+ * The ingest Lambda: an MSK event-source mapping's batch → the inbox (docs/design.md §8).
  * Thin on purpose: the logic is createIngest() in ./ingest.ts, which tests, benchmarks and
  * the local simulator call with their own database and no environment.
  */

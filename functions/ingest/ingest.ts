@@ -2,7 +2,7 @@
  * The ingest function's logic: one MSK batch → inbox rows + poison rows, in ONE
  * transaction, or a partial batch response naming what to redeliver.
  *
- * Every record ends in exactly one of three places (DESIGN.md §6.1):
+ * Every record ends in exactly one of three places (docs/design.md §3, guarantee 1):
  *   - an inbox row (new, or a duplicate of one stored earlier: ON CONFLICT DO NOTHING);
  *   - a poison row with a reason (it can never become an inbox row; its partition moves on);
  *   - the batch item failures: the database could not be reached or timed out, nothing of
@@ -279,7 +279,7 @@ export function createIngest(deps: IngestDependencies) {
   /**
    * Process the new rows in the ingest transaction: each in a savepoint, all outcomes in one
    * statement. A row that is not alone at the head of its aggregate is left RECEIVED for the
-   * worker, which serializes an aggregate's rows (DESIGN.md §6.4).
+   * worker, which serializes an aggregate's rows (docs/design.md §3, guarantee 4).
    */
   async function processInline(tx: TransactionSql, rows: InboxRow[], owner: string): Promise<Outcome[]> {
     const deferred = new Set(

@@ -1,5 +1,5 @@
 /**
- * The reaper Lambda (DESIGN.md §5), fired every minute by EventBridge Scheduler. Serves
+ * The reaper Lambda (docs/design.md §8), fired every minute by EventBridge Scheduler. Serves
  * every consumer declaration, so it has no CONSUMER_NAME. The work is in ./reaper.ts.
  */
 import type { Context } from 'aws-lambda';

@@ -1,5 +1,5 @@
 /**
- * One pass of the reaper over every declared consumer (DESIGN.md §5). The Lambda handler,
+ * One pass of the reaper over every declared consumer (docs/design.md §8). The Lambda handler,
  * the local simulator and the tests all call runOnce; it holds no SQL (functions/inbox/).
  *
  * Order of work, most urgent first, so that a short invocation still does what matters:

@@ -10,7 +10,7 @@ import type { OutboxRow } from '../outbox/types';
 export interface OutboxMessage {
   /** The partition key: the aggregate id, so one aggregate's events share a partition and its order. */
   key: string;
-  /** The canonical envelope (DESIGN.md §3), JSON. */
+  /** The canonical envelope (docs/design.md §10), JSON. */
   value: string;
   headers: Record<string, string>;
 }

@@ -1,6 +1,6 @@
 /**
  * The invariant checks at the end of a local run: the database against the generator's
- * ledger. Each check names what it proves (DESIGN.md §6) and, when it fails, a few of the
+ * ledger. Each check names what it proves (docs/design.md §3) and, when it fails, a few of the
  * offending rows by their identifiers.
  *
  * These are read-only queries of a test tool, not inbox operations, so they live here

@@ -8,7 +8,7 @@
  * ledger table (local_run.applied_effect), then fails if the plan says so. Failing *after*
  * the side effects is deliberate: the effects and the ledger row must roll back with the
  * failed attempt, so the ledger counting one row per processed event proves that effects
- * and status commit together (DESIGN.md §6.2). Some failures are thrown as the error classes
+ * and status commit together (docs/design.md §3, guarantee 2). Some failures are thrown as the error classes
  * a handler would throw; others are raised by PostgreSQL itself with a chosen SQLSTATE inside
  * the handler's transaction, so classification by SQLSTATE is exercised too.
  */
@@ -19,7 +19,7 @@ import { NonRetryableError, RetryableError } from '../../functions/lib/errors';
 import { INJECTED, type Fault } from './generator';
 
 /**
- * Seed 000's retry policy on a faster clock: the same attempt limit, delays of a fraction
+ * The case inbox design's retry policy on a faster clock: the same attempt limit, delays of a fraction
  * of a second instead of seconds to half an hour, so a run shows retries, backoff and the
  * attempt limit within seconds. The version-gap wait is measured from receipt, and a run's
  * whole backlog arrives within seconds and may take tens of seconds to drain on a busy

@@ -1,6 +1,6 @@
 /**
  * `event`: one event's whole story — "what happened to event X?". By consumer and event
- * id (seed 000's findByConsumerAndEventId) or by the Kafka record's topic, partition and
+ * id (the case inbox design's findByConsumerAndEventId) or by the Kafka record's topic, partition and
  * offset; across every declared consumer when none is named (two consumers read one
  * topic, each with its own row). No payload unless asked for.
  */

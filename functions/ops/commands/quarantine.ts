@@ -1,4 +1,4 @@
-/** `quarantine`: seed 000's summary of QUARANTINED rows. */
+/** `quarantine`: the case inbox design's summary of QUARANTINED rows. */
 import { z } from 'zod';
 import { quarantineSummary } from '../../inbox/quarantine';
 import { caller, text } from '../args';

@@ -1,5 +1,5 @@
 /**
- * A database that goes away MID-BATCH (DESIGN.md §6): the backend serving the ingest
+ * A database that goes away MID-BATCH (docs/design.md §3): the backend serving the ingest
  * transaction is terminated while the batch is being stored. Nothing of the batch may be
  * committed, no record may turn into poison because of it, every partition is reported at
  * its first offset, and the redelivery stores everything once.

@@ -135,7 +135,7 @@ describe('stats: rows received in a window', () => {
 });
 
 describe('quarantine', () => {
-  it("groups as seed 000's summary: consumer, event type, error code, total, first and last seen", async () => {
+  it("groups as the case inbox design's summary: consumer, event type, error code, total, first and last seen", async () => {
     await insertInboxRows(db.sql, [
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' },
       { status: 'QUARANTINED', errorCode: 'PAYLOAD_INVALID' },

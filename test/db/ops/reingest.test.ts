@@ -16,7 +16,7 @@ const notificationService = getConsumer('notification-service');
 
 /**
  * Yesterday's notification-service: it did not yet declare the aggregate type and producer
- * that seed 002's envelopes lack, so every such record became ENVELOPE_INVALID poison.
+ * that the payments inbox design's envelopes lack, so every such record became ENVELOPE_INVALID poison.
  * Today's declaration supplies them; re-ingesting with today's schemas "fixes" the record.
  */
 const yesterdays: ConsumerDeclaration = { ...notificationService, envelopeDefaults: {} };

@@ -1,5 +1,5 @@
 /**
- * The processing transaction in full (seed 000): side effect, domain audit, outbox events
+ * The processing transaction in full (the case inbox design): side effect, domain audit, outbox events
  * and the row's status commit together. Audit and outbox rows appear once per applied
  * effect, none for a stale duplicate, an existing obligation or an ignored event, and they
  * vanish with an attempt that rolls back — the fast path's savepoint and the per-row slow

@@ -1,5 +1,5 @@
 /**
- * Guarantee 6 (DESIGN.md): a crashed worker's rows come back after their lease expires and
+ * Guarantee 6 (docs/design.md §3): a crashed worker's rows come back after their lease expires and
  * are then processed exactly once, without an operator.
  */
 import { spawn } from 'node:child_process';

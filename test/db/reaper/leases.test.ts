@@ -58,7 +58,7 @@ describe('reaper: expired leases', () => {
 
   it("quarantines a stale lease whose attempt was its consumer's last", async () => {
     await clearInbox();
-    // case-projection allows 10 attempts (seed 000); attempt_count is counted at claim time.
+    // case-projection allows 10 attempts (the case inbox design); attempt_count is counted at claim time.
     const last = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'crashed', attemptCount: 10, leaseExpiresInSeconds: -1 });
     const notLast = await insertInboxRow(db.sql, { status: 'PROCESSING', lockedBy: 'crashed', attemptCount: 9, leaseExpiresInSeconds: -1 });
 

@@ -1,4 +1,4 @@
-/** The worker's log line per row and its metrics (seed 000); never a payload. */
+/** The worker's log line per row and its metrics (the case inbox design); never a payload. */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { describe, expect, it } from 'vitest';

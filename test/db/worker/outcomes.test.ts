@@ -110,7 +110,7 @@ describe('worker outcomes', () => {
     expect(n).toBe(0);
   });
 
-  it('RETRY_PENDING: a retryable error waits by seed 000 schedule for its attempt', async () => {
+  it("RETRY_PENDING: a retryable error waits by the case inbox design's schedule for its attempt", async () => {
     const consumer = failingConsumer(() => new RetryableError('DOWNSTREAM_UNAVAILABLE', 'try later'));
     const first = await insertInboxRow(sql, { eventType: 'test.fail.v1' });
     const third = await insertInboxRow(sql, {

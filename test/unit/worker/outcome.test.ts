@@ -7,7 +7,7 @@ import { AggregateVersionGapError, ErrorCodes, RetryableError } from '../../../f
 const noJitter = () => 0;
 
 describe('backoffSeconds', () => {
-  it('follows seed 000 schedule, repeating its last entry', () => {
+  it("follows the case inbox design's schedule, repeating its last entry", () => {
     const delays = [1, 2, 3, 4, 5, 6, 7, 9].map((attempt) => backoffSeconds(DEFAULT_RETRY, attempt, noJitter));
     expect(delays).toEqual([5, 5, 30, 120, 600, 1800, 1800, 1800]);
   });
