@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { LANE_KEY_COLUMNS } from '../../../functions/inbox/claim-due';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 
@@ -91,5 +92,17 @@ describe('domain tables', () => {
       values (gen_random_uuid(), 'email', '{}'::jsonb, 'pay-1')`;
     await insert();
     await expect(insert()).rejects.toMatchObject({ code: '23505' });
+  });
+});
+
+describe('the lane key', () => {
+  it("is the expression of the claim's lane indexes, column for column", async () => {
+    const rows = await db.sql<{ indexname: string; indexdef: string }[]>`
+      select indexname, indexdef from pg_indexes
+      where schemaname = 'integration' and indexname in ('consumer_inbox_open_lane_idx', 'consumer_inbox_in_flight_lane_idx')
+      order by indexname`;
+
+    expect(rows.map((r) => r.indexname)).toEqual(['consumer_inbox_in_flight_lane_idx', 'consumer_inbox_open_lane_idx']);
+    for (const { indexdef } of rows) expect(indexdef).toContain(`(ARRAY[${LANE_KEY_COLUMNS.join(', ')}])`);
   });
 });
