@@ -1,19 +1,12 @@
 /**
- * What a failed attempt means for its row: RETRY_PENDING with the case inbox design's backoff and
- * jitter, or QUARANTINED with a code. Shared by the worker and the ingest function's
+ * What a failed attempt means for its row: RETRY_PENDING after its backoff (retry.ts), or
+ * QUARANTINED with a code. Shared by the worker and the ingest function's
  * inline mode so that both decide the same way.
  */
 import { AggregateVersionGapError, classifyError, ErrorCodes } from '../lib/errors';
 import type { Outcome } from '../inbox/types';
+import { backoffSeconds } from './retry';
 import type { RetryPolicy } from './types';
-
-/** Seconds to wait after failed attempt `attempt` (1-based): the schedule, then its last entry, plus jitter. */
-export function backoffSeconds(policy: RetryPolicy, attempt: number, random: () => number = Math.random): number {
-  const schedule = policy.backoffSeconds;
-  const base = schedule[Math.min(Math.max(attempt, 1), schedule.length) - 1] ?? 0;
-  const jitter = Math.floor(random() * Math.min(policy.maxJitterSeconds, base));
-  return base + jitter;
-}
 
 export interface FailedAttempt {
   inboxId: string;

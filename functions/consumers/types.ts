@@ -10,6 +10,7 @@ import type { RetentionPolicy } from '../inbox/types';
 import type { SchemaRegistryDeclaration } from './schema-registry';
 
 export type { RetentionPolicy };
+export { DEFAULT_RETRY } from './retry';
 
 /** A consumer's own writer schema for its values (ConsumerDeclaration.valueSchema). */
 export interface PinnedValueSchema {
@@ -205,15 +206,6 @@ export function defineHandler<S extends z.ZodType>(handler: {
 }): EventHandler<z.output<S>> {
   return handler as EventHandler<z.output<S>>;
 }
-
-/** The case inbox design's retry schedule. */
-export const DEFAULT_RETRY: RetryPolicy = {
-  maxAttempts: 10,
-  backoffSeconds: [5, 5, 30, 120, 600, 1800],
-  maxJitterSeconds: 60,
-  versionGapRetrySeconds: 2,
-  versionGapMaxWaitSeconds: 15 * 60,
-};
 
 export const DEFAULT_RETENTION: RetentionPolicy = {
   payloadRetentionDays: 7,

@@ -30,6 +30,7 @@ import { readOutboxGauges, type OutboxGauges } from '../outbox/outbox-gauges';
 import { deletePublishedOutbox } from '../outbox/purge-outbox';
 import { releaseOutboxLanes, type OutboxLaneRelease } from '../outbox/release-outbox-lanes';
 import type { OutboxRow } from '../outbox/types';
+import { scheduledDelaySeconds } from '../lib/backoff';
 import type { GaugePublisher } from '../lib/observability';
 import { messageOf, type OutboxProducer } from './producer';
 
@@ -80,7 +81,7 @@ export function newRelayOwnerId(prefix = 'relay'): string {
 
 /** Seconds before the next try after the `attempt`-th refusal: the schedule, then its last entry, plus up to 20 % jitter. */
 export function relayBackoffSeconds(schedule: readonly number[], attempt: number, random: () => number = Math.random): number {
-  const base = schedule[Math.min(Math.max(attempt, 1), schedule.length) - 1] ?? 1;
+  const base = scheduledDelaySeconds(schedule, attempt, 1);
   return base + random() * base * 0.2;
 }
 

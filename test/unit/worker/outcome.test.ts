@@ -1,6 +1,7 @@
 /** What a failed attempt means for its row (no database involved). */
 import { describe, expect, it } from 'vitest';
-import { backoffSeconds, outcomeForExhausted, outcomeForFailure } from '../../../functions/consumers/outcome';
+import { outcomeForExhausted, outcomeForFailure } from '../../../functions/consumers/outcome';
+import { backoffSeconds } from '../../../functions/consumers/retry';
 import { DEFAULT_RETRY } from '../../../functions/consumers/types';
 import { AggregateVersionGapError, ErrorCodes, RetryableError } from '../../../functions/lib/errors';
 
