@@ -52,7 +52,7 @@ export interface ClaimOptions {
   /** Rows per claim. */
   limit: number;
   /** Rows one lane may give to one claim (its run); DEFAULTS.workerRunLength when omitted, never more than limit. */
-  runLimit?: number;
+  runLength?: number;
   /** Lease length; the caller caps it at the invocation's remaining time. */
   leaseSeconds: number;
 }
@@ -83,14 +83,14 @@ function laneKeyOfLane(q: Queryable, consumerName: string) {
 /** The claim's statement, not yet sent (tests EXPLAIN it). */
 export function claimStatement(q: Queryable, options: ClaimOptions) {
   const { consumerName, owner, limit } = options;
-  const runLimit = Math.max(1, Math.min(options.runLimit ?? DEFAULTS.workerRunLength, limit));
+  const runLength = Math.max(1, Math.min(options.runLength ?? DEFAULTS.workerRunLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return q<ClaimRecord[]>`
     with ${lockedLanes(q, consumerName, limit)},
     ${lanesSeen(q, consumerName)},
-    ${windowRows(q, consumerName, runLimit)},
+    ${windowRows(q, consumerName, runLength)},
     ${laneRows(q)},
-    ${picked(q, limit, runLimit)},
+    ${picked(q, limit, runLength)},
     ${takenIds(q)},
     ${claimed(q, owner, leaseSeconds)},
     ${laneOutcome(q)}
@@ -145,7 +145,7 @@ function lanesSeen(q: Queryable, consumerName: string) {
  * to see whether anything follows: consumer_inbox_open_lane_idx's condition and order. A lane
  * in flight or with no open rows gives one empty row, so every lane stays in the steps.
  */
-function windowRows(q: Queryable, consumerName: string, runLimit: number) {
+function windowRows(q: Queryable, consumerName: string, runLength: number) {
   return q`window_rows as materialized (
       select g.lane_no, g.lane_ctid, g.in_flight as lane_in_flight, r.inbox_id, r.status,
              row_number() over (partition by g.lane_no order by r.aggregate_version, r.received_at, r.offset_no) as pos,
@@ -159,7 +159,7 @@ function windowRows(q: Queryable, consumerName: string, runLimit: number) {
           and ${laneKey(q, 'd')} = ${laneKeyOfLane(q, consumerName)}
           and d.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
         order by d.aggregate_version, d.received_at, d.offset_no
-        limit ${runLimit + 1}
+        limit ${runLength + 1}
       ) r on true
     )`;
 }
@@ -181,17 +181,17 @@ function laneRows(q: Queryable) {
 
 /**
  * The runs, lane by lane, cut at the claim's limit. A run is at most the batch's share of
- * the lanes that have one (and at most runLimit), so a batch spreads over as many
+ * the lanes that have one (and at most runLength), so a batch spreads over as many
  * aggregates as it can: its stages are the rows of its longest run (process-batch.ts).
  */
-function picked(q: Queryable, limit: number, runLimit: number) {
+function picked(q: Queryable, limit: number, runLength: number) {
   return q`picked as materialized (
       select r.*,
              r.in_run and sum(r.in_run::int) over (order by r.lane_no, r.pos rows between unbounded preceding and current row) <= ${limit} as taken
       from (
         select l.*,
                l.inbox_id is not null and not l.lane_in_flight and not l.rows_in_flight
-                 and l.pos <= least(l.clear_rows, ${runLimit}, ceil(${limit}::numeric / greatest(l.runnable_lanes, 1))) as in_run
+                 and l.pos <= least(l.clear_rows, ${runLength}, ceil(${limit}::numeric / greatest(l.runnable_lanes, 1))) as in_run
         from (
           select l.*,
                  count(*) filter (where l.pos = 1 and l.clear_rows > 0 and not l.lane_in_flight and not l.rows_in_flight) over () as runnable_lanes

@@ -48,7 +48,7 @@ export interface OutboxClaimOptions {
   /** Rows per claim. */
   limit: number;
   /** Rows of one aggregate per claim; never more than limit. */
-  runLimit: number;
+  runLength: number;
   /** The lanes' lease; the caller caps it at the invocation's remaining time. */
   leaseSeconds: number;
 }
@@ -62,7 +62,7 @@ export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Pr
 /** The claim's statement, not yet sent (tests EXPLAIN it). */
 export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) {
   const { owner, limit } = options;
-  const runLimit = Math.max(1, Math.min(options.runLimit, limit));
+  const runLength = Math.max(1, Math.min(options.runLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return q<ClaimRecord[]>`
     with lanes as materialized (
@@ -99,7 +99,7 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
           and o.aggregate_id = g.aggregate_id
           and o.published_at is null
         order by o.outbox_seq
-        limit ${runLimit + 1}
+        limit ${runLength + 1}
       ) o
     ),
     lane_view as materialized (
@@ -119,7 +119,7 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
         select w.outbox_seq, w.lane_no, w.pos, v.seen_rows, row_number() over (order by w.lane_no, w.pos) as n
         from window_rows w
         join lane_view v on v.lane_no = w.lane_no
-        where w.pos <= least(v.clear_rows, ${runLimit})
+        where w.pos <= least(v.clear_rows, ${runLength})
       ) r
       where r.n <= ${limit}
     ),

@@ -156,7 +156,7 @@ export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
       const claim = await claimOutbox(sql, {
         owner,
         limit: batchSize,
-        runLimit: runLength,
+        runLength,
         leaseSeconds: Math.min(leaseSeconds, left / 1000),
       });
       if (claim.rows.length === 0) {

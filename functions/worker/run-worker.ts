@@ -12,7 +12,7 @@ import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../consumers/types';
 import { claimDue, type ClaimedRow } from '../inbox/claim-due';
 import type { Outcome } from '../inbox/types';
-import { DEFAULTS, type Config } from '../lib/config';
+import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
@@ -139,7 +139,6 @@ function logRow(logger: Logger, consumerName: string, r: RowResult): void {
 export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult> {
   const { sql, consumer, logger, metrics } = deps;
   const { batchSize, safetyMarginMs, leaseSeconds } = deps.config.worker;
-  const runLimit = Math.min(deps.config.worker.runLength ?? DEFAULTS.workerRunLength, batchSize);
   const owner = deps.owner ?? newOwnerId();
   const ctx: BatchContext = {
     sql,
@@ -234,7 +233,13 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
       }
       const lease = Math.min(leaseSeconds, left / 1000);
       const claimStarted = performance.now();
-      const claim = await claimDue(sql, { consumerName: consumer.name, owner, limit: batchSize, runLimit, leaseSeconds: lease });
+      const claim = await claimDue(sql, {
+        consumerName: consumer.name,
+        owner,
+        limit: batchSize,
+        runLength: deps.config.worker.runLength,
+        leaseSeconds: lease,
+      });
       if (claim.paused) {
         // Paused while this worker ran: it stops at once, rather than idle until it times out.
         result.stoppedBy = 'paused';

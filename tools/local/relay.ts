@@ -111,7 +111,7 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
       const claim = await claimOutbox(o.sql, {
         owner: newRelayOwnerId('local-crashed-relay'),
         limit: 5,
-        runLimit: 5,
+        runLength: 5,
         leaseSeconds: CRASH_LEASE_SECONDS,
       });
       if (claim.rows.length > 0) stats.crashes.push({ kind, rows: claim.rows.length });

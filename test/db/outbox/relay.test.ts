@@ -95,7 +95,7 @@ describe('what a claim says of each lane', () => {
       ['A', 'A', 'A', 'B', 'B', 'C', 'C'].map((aggregateId) => ({ aggregateId })),
     );
 
-    const claim = await claimOutbox(sql, { owner: 'relay-test', limit: 5, runLimit: 2, leaseSeconds: 60 });
+    const claim = await claimOutbox(sql, { owner: 'relay-test', limit: 5, runLength: 2, leaseSeconds: 60 });
 
     expect(claim.lanes.map((l) => [l.aggregateId, l.rows.length, l.more])).toEqual([
       ['A', 2, true],
@@ -110,7 +110,7 @@ describe('what a claim says of each lane', () => {
       sql,
       [...aggregates, ...aggregates].map((aggregateId) => ({ aggregateId })),
     );
-    const statement = claimOutboxStatement(sql, { owner: 'relay-test', limit: 200, runLimit: 50, leaseSeconds: 60 });
+    const statement = claimOutboxStatement(sql, { owner: 'relay-test', limit: 200, runLength: 50, leaseSeconds: 60 });
 
     const [row] = await sql<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, format json) ${statement}`;
     const plan = row!['QUERY PLAN'][0].Plan;
@@ -205,7 +205,7 @@ describe('refusals', () => {
 describe('relays that die, and relays that race', () => {
   it('a relay that claimed and died: after its lease the next relay takes the lane over; the dead one’s completion changes nothing', async () => {
     const [row] = await insertOutboxRows(sql, [{ aggregateId: 'D' }]);
-    const dead = await claimOutbox(sql, { owner: 'relay:dead', limit: 10, runLimit: 10, leaseSeconds: 0.2 });
+    const dead = await claimOutbox(sql, { owner: 'relay:dead', limit: 10, runLength: 10, leaseSeconds: 0.2 });
     expect(dead.rows.map((r) => r.outbox_seq)).toEqual([row!.outbox_seq]);
     const producer = new CountingProducer();
     expect(await relay(sql, producer)).toMatchObject({ claimed: 0 });

@@ -24,7 +24,7 @@ const asWorker = db.as(workerRoleOf({ name: CONSUMER }));
 const LIMIT = 100;
 /**
  * Buffers (shared hits + reads) per claimed row. A claim reads its lanes, each lane's run
- * (about runLimit + 1 index entries and their heap rows) and the rows' primary keys, then
+ * (about runLength + 1 index entries and their heap rows) and the rows' primary keys, then
  * writes a new version of each row and its index entries and of each lane: measured here,
  * 25 to 40 per row, most of it the writes. The claim that walked due rows cost thousands
  * per row in these states (O(backlog) per row read).

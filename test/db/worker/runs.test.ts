@@ -135,7 +135,7 @@ describe('runs', () => {
       consumerName: 'case-projection',
       owner: newOwnerId('runs'),
       limit: 10,
-      runLimit: 20,
+      runLength: 20,
       leaseSeconds: 60,
     });
 
@@ -157,7 +157,7 @@ describe('runs', () => {
       consumerName: 'case-projection',
       owner: newOwnerId('runs'),
       limit: 100,
-      runLimit: 20,
+      runLength: 20,
       leaseSeconds: 60,
     });
 
