@@ -71,18 +71,19 @@ export interface ReaperResult {
 type Batch = () => Promise<number>;
 
 /**
- * Run each lane's batches in turn until every lane is drained (a batch came back short)
- * or time is up. A lane moves to its next kind of work when the current one is drained.
- * Returns true when everything was drained.
+ * Run each consumer's queue of batches in turn until every queue is drained (a batch came
+ * back short) or time is up; a queue moves to its next kind of work when the current one is
+ * drained. Round robin, so one consumer's backlog cannot starve another's. Returns true
+ * when everything was drained.
  */
-async function drainRoundRobin(lanes: Batch[][], batchSize: number, hasTime: () => boolean): Promise<boolean> {
-  const cursors = lanes.map(() => 0);
+async function drainRoundRobin(queues: Batch[][], batchSize: number, hasTime: () => boolean): Promise<boolean> {
+  const cursors = queues.map(() => 0);
   for (;;) {
-    const active = lanes.map((lane, i) => i).filter((i) => cursors[i]! < lanes[i]!.length);
+    const active = queues.map((_queue, i) => i).filter((i) => cursors[i]! < queues[i]!.length);
     if (active.length === 0) return true;
     for (const i of active) {
       if (!hasTime()) return false;
-      const handled = await lanes[i]![cursors[i]!]!();
+      const handled = await queues[i]![cursors[i]!]!();
       if (handled < batchSize) cursors[i]! += 1;
     }
   }
@@ -119,102 +120,42 @@ function publish(metrics: GaugePublisher, report: ConsumerReport): void {
   metrics.publishStoredMetrics();
 }
 
+/** One run's state, shared by its steps: each step adds what it did to the consumers' reports. */
+interface Run {
+  deps: ReaperDeps;
+  policies: RetentionPolicy[];
+  reports: ConsumerReport[];
+  batchSize: number;
+  hasTime: () => boolean;
+}
+
+/** A step of the run; resolves to false when the deadline stopped it with work left over. */
+type Step = (run: Run) => Promise<boolean>;
+
+/**
+ * One pass, most urgent first: expired leases, then lanes to repair, then the gauges (after
+ * the release, so released rows count as due), then retention. Every step runs in bounded
+ * batches and stops before the deadline; what was done is published even when a later step
+ * fails, since released leases and deletions count.
+ */
 export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
-  const { sql, consumers, config, logger, metrics, remainingMs } = deps;
-  const { batchSize, safetyMarginMs } = config.reaper;
-  const hasTime = () => remainingMs() > safetyMarginMs;
-  const policies = consumers.map(assertRetention);
-  const reports = consumers.map((c) => emptyReport(c.name));
+  const { consumers, config, logger, metrics, remainingMs } = deps;
+  const run: Run = {
+    deps,
+    policies: consumers.map(assertRetention),
+    reports: consumers.map((c) => emptyReport(c.name)),
+    batchSize: config.reaper.batchSize,
+    hasTime: () => remainingMs() > config.reaper.safetyMarginMs,
+  };
 
-  let complete: boolean;
-  // Publish what was done even when a later step fails: released leases and purges count.
+  let complete = true;
   try {
-    // 1. Expired leases.
-    const releaseWork = consumers.map((consumer, i): Batch[] => [
-      async () => {
-        const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, batchSize, {
-          holdOnQuarantine: quarantinePolicyOf(consumer) === 'hold-aggregate',
-        });
-        const report = reports[i]!;
-        for (const row of rows) {
-          if (row.status === 'QUARANTINED') {
-            report.quarantined += 1;
-            logger.warn('expired lease at max attempts: quarantined', {
-              consumerName: consumer.name,
-              eventId: row.event_id,
-              inboxId: row.inbox_id,
-              attempt: row.attempt_count,
-              staleLockedBy: row.stale_locked_by,
-            });
-          } else {
-            report.released += 1;
-          }
-        }
-        if (rows.length > 0) {
-          const owners = [...new Set(rows.map((r) => r.stale_locked_by))].slice(0, 10);
-          logger.warn('released expired leases', { consumerName: consumer.name, rows: rows.length, staleLockedBy: owners });
-        }
-        return rows.length;
-      },
-    ]);
-    complete = await drainRoundRobin(releaseWork, batchSize, hasTime);
-
-    // 1b. Lanes: left waiting with nothing in flight, holds whose row is gone, missing for due
-    // rows. The triggers and the functions keep lanes right; anything found here came from
-    // a writer that went around them.
-    for (const consumer of consumers) {
-      if (!hasTime()) {
-        complete = false;
-        break;
-      }
-      const woken = await wakeStrandedLanes(sql, consumer.name, batchSize);
-      const unheld = await releaseStaleHolds(sql, consumer.name, batchSize);
-      const adopted = await adoptOrphans(sql, consumer.name, batchSize);
-      if (woken + unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, woken, unheld, adopted });
-    }
-
-    // 2. Gauges, after the release so that released rows count as due.
-    if (hasTime()) {
-      const gauges = await readGauges(
-        sql,
-        consumers.map((c) => c.name),
-      );
-      for (const g of gauges) {
-        const report = reports.find((r) => r.consumerName === g.consumer_name);
-        if (report !== undefined) report.gauges = g;
-      }
-    } else {
-      complete = false;
-    }
-
-    // 3. Retention.
-    const retentionLanes = consumers.map((consumer, i): Batch[] => {
-      const report = reports[i]!;
-      const policy = policies[i]!;
-      return [
-        async () => {
-          const n = await retireFinished(sql, consumer.name, policy, batchSize);
-          report.payloadsPurged += n.left;
-          report.rowsDeleted += n.left - n.kept;
-          return n.left;
-        },
-        async () => {
-          const n = await deleteExpiredKeys(sql, consumer.name, batchSize);
-          report.rowsDeleted += n;
-          return n;
-        },
-        async () => {
-          const n = await deletePoison(sql, consumer.name, policy, batchSize);
-          report.poisonDeleted += n;
-          return n;
-        },
-      ];
-    });
-    complete = (await drainRoundRobin(retentionLanes, batchSize, hasTime)) && complete;
+    for (const step of STEPS) complete = (await step(run)) && complete;
   } finally {
-    for (const report of reports) publish(metrics, report);
+    for (const report of run.reports) publish(metrics, report);
   }
 
+  const { reports } = run;
   const result: ReaperResult = {
     released: sum(reports, (r) => r.released),
     quarantined: sum(reports, (r) => r.quarantined),
@@ -232,6 +173,100 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
   });
   return result;
 }
+
+/** Expired leases back to RETRY_PENDING, or QUARANTINED at the attempt limit. */
+async function releaseExpiredLeases(run: Run): Promise<boolean> {
+  const { sql, consumers, logger } = run.deps;
+  const queues = consumers.map((consumer, i): Batch[] => [
+    async () => {
+      const rows = await releaseExpired(sql, consumer.name, consumer.retry.maxAttempts, run.batchSize, {
+        holdOnQuarantine: quarantinePolicyOf(consumer) === 'hold-aggregate',
+      });
+      const report = run.reports[i]!;
+      for (const row of rows) {
+        if (row.status === 'QUARANTINED') {
+          report.quarantined += 1;
+          logger.warn('expired lease at max attempts: quarantined', {
+            consumerName: consumer.name,
+            eventId: row.event_id,
+            inboxId: row.inbox_id,
+            attempt: row.attempt_count,
+            staleLockedBy: row.stale_locked_by,
+          });
+        } else {
+          report.released += 1;
+        }
+      }
+      if (rows.length > 0) {
+        const owners = [...new Set(rows.map((r) => r.stale_locked_by))].slice(0, 10);
+        logger.warn('released expired leases', { consumerName: consumer.name, rows: rows.length, staleLockedBy: owners });
+      }
+      return rows.length;
+    },
+  ]);
+  return drainRoundRobin(queues, run.batchSize, run.hasTime);
+}
+
+/**
+ * Lanes left waiting with nothing in flight, holds whose row is gone, due rows without a
+ * lane. The triggers and the functions keep lanes right; anything found here came from a
+ * writer that went around them.
+ */
+async function repairLanes(run: Run): Promise<boolean> {
+  const { sql, consumers, logger } = run.deps;
+  for (const consumer of consumers) {
+    if (!run.hasTime()) return false;
+    const woken = await wakeStrandedLanes(sql, consumer.name, run.batchSize);
+    const unheld = await releaseStaleHolds(sql, consumer.name, run.batchSize);
+    const adopted = await adoptOrphans(sql, consumer.name, run.batchSize);
+    if (woken + unheld + adopted > 0) logger.warn('repaired lanes', { consumerName: consumer.name, woken, unheld, adopted });
+  }
+  return true;
+}
+
+/** The backlog gauges of every consumer, in one read. */
+async function readConsumerGauges(run: Run): Promise<boolean> {
+  if (!run.hasTime()) return false;
+  const gauges = await readGauges(
+    run.deps.sql,
+    run.deps.consumers.map((c) => c.name),
+  );
+  for (const g of gauges) {
+    const report = run.reports.find((r) => r.consumerName === g.consumer_name);
+    if (report !== undefined) report.gauges = g;
+  }
+  return true;
+}
+
+/** Finished rows leave at their payload retention, keys go at the window's end, then old poison. */
+async function applyRetention(run: Run): Promise<boolean> {
+  const { sql, consumers } = run.deps;
+  const queues = consumers.map((consumer, i): Batch[] => {
+    const report = run.reports[i]!;
+    const policy = run.policies[i]!;
+    return [
+      async () => {
+        const n = await retireFinished(sql, consumer.name, policy, run.batchSize);
+        report.payloadsPurged += n.left;
+        report.rowsDeleted += n.left - n.kept;
+        return n.left;
+      },
+      async () => {
+        const n = await deleteExpiredKeys(sql, consumer.name, run.batchSize);
+        report.rowsDeleted += n;
+        return n;
+      },
+      async () => {
+        const n = await deletePoison(sql, consumer.name, policy, run.batchSize);
+        report.poisonDeleted += n;
+        return n;
+      },
+    ];
+  });
+  return drainRoundRobin(queues, run.batchSize, run.hasTime);
+}
+
+const STEPS: readonly Step[] = [releaseExpiredLeases, repairLanes, readConsumerGauges, applyRetention];
 
 function sum(reports: ConsumerReport[], f: (r: ConsumerReport) => number): number {
   return reports.reduce((total, r) => total + f(r), 0);
