@@ -12,33 +12,18 @@ import { promisify } from 'node:util';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runChecks } from '../../../tools/local/checks';
 import { generateStream } from '../../../tools/local/generator';
-import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options';
+import type { LocalOptions } from '../../../tools/local/options';
 import { relayChecks, SimulatedTopics } from '../../../tools/local/relay';
 import { DatabaseNotEmptyError, runLocal } from '../../../tools/local';
 import { createTestDatabase, useTestDatabase } from '../../helpers/db';
+import { smallRun } from './small-run';
 
 const run = promisify(execFile);
 
 const outDir = mkdtempSync(join(tmpdir(), 'inbox-local-run-'));
 afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
-const SMALL: LocalOptions = {
-  ...DEFAULT_OPTIONS,
-  events: 300,
-  seed: 11,
-  poisonRate: 0.03,
-  invalidRate: 0.03,
-  transientRate: 0.05,
-  permanentRate: 0.03,
-  infraFailureRate: 0.1,
-  redeliveryRate: 0.1,
-  crashes: 1,
-  batchSize: 40,
-  tickMs: 100,
-  timeoutSeconds: 50,
-  logLevel: 'SILENT',
-  reportFile: join(outDir, 'report.html'),
-};
+const SMALL = smallRun({ seed: 11, reportFile: join(outDir, 'report.html') });
 
 const CONSUMERS = ['case-projection', 'case-sla', 'notification-service'];
 

@@ -8,30 +8,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { runLocal } from '../../../tools/local';
-import { DEFAULT_OPTIONS, type LocalOptions } from '../../../tools/local/options';
 import { createTestDatabase } from '../../helpers/db';
+import { smallRun } from './small-run';
 
 const outDir = mkdtempSync(join(tmpdir(), 'inbox-value-format-'));
 afterAll(() => rmSync(outDir, { recursive: true, force: true }));
 
-// Short, as the other local-run tests: a small stream with every kind of fault in it.
-const SMALL: LocalOptions = {
-  ...DEFAULT_OPTIONS,
-  events: 300,
-  seed: 5,
-  poisonRate: 0.03,
-  invalidRate: 0.03,
-  transientRate: 0.05,
-  permanentRate: 0.03,
-  infraFailureRate: 0.1,
-  redeliveryRate: 0.1,
-  crashes: 1,
-  batchSize: 40,
-  tickMs: 100,
-  pauseMs: 1_000,
-  timeoutSeconds: 50,
-  logLevel: 'SILENT',
-};
+const SMALL = smallRun({ seed: 5, pauseMs: 1_000 });
 
 describe.each([
   ['avro', 'Avro in the Confluent wire format (local registry)'],
