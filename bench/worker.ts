@@ -163,6 +163,16 @@ async function usage(db: Database): Promise<Usage | undefined> {
   }
 }
 
+/** What a scenario cost between two readings of usage(); undefined without pg_stat_statements. */
+function usageBetween(before: Usage | undefined, after: Usage | undefined): Usage | undefined {
+  if (before === undefined || after === undefined) return undefined;
+  return {
+    statements: after.statements - before.statements,
+    buffers: after.buffers - before.buffers,
+    walBytes: after.walBytes - before.walBytes,
+  };
+}
+
 /** Sample pg_stat_activity while `during` runs: how often a backend of `db` waited for a lock. */
 async function lockWaits<T>(db: Database, during: Promise<T>): Promise<{ result: T; samples: number; waiting: number }> {
   const sampler = postgres(server.url, { max: 1, onnotice: () => {} });
@@ -276,14 +286,7 @@ async function measure(label: string, db: Database, events: number, workers: num
     label,
     events,
     seconds: result.seconds,
-    usage:
-      before && after
-        ? {
-            statements: after.statements - before.statements,
-            buffers: after.buffers - before.buffers,
-            walBytes: after.walBytes - before.walBytes,
-          }
-        : undefined,
+    usage: usageBetween(before, after),
     lockWaitShare: samples > 0 ? waiting / samples : 0,
   };
   figures.push(figure);
@@ -396,14 +399,7 @@ try {
       label: 'graphile-worker 0.17 batched (local queue 500, concurrency 10)',
       events: EVENTS,
       seconds,
-      usage:
-        before && after
-          ? {
-              statements: after.statements - before.statements,
-              buffers: after.buffers - before.buffers,
-              walBytes: after.walBytes - before.walBytes,
-            }
-          : undefined,
+      usage: usageBetween(before, after),
     };
     const u = peerFigure.usage;
     console.log(
