@@ -4,8 +4,9 @@
 // bug class that loses work silently: the runtime freezes the container when the handler
 // returns, and whatever was still pending never runs.
 //
-// Layers point down: handlers and tools → function cores → the consumer framework →
-// inbox/outbox SQL → lib (LAYERS below).
+// Layers point down: handlers and tools → function cores → the consumers → the consumer
+// framework → inbox/outbox SQL → lib (LAYERS below). A consumer imports the framework
+// through its entry point (functions/framework/index.ts) only.
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
@@ -16,7 +17,9 @@ import tseslint from 'typescript-eslint';
 const LAYERS = [
   { name: 'lib', folders: ['functions/lib'] },
   { name: 'inbox/outbox SQL', folders: ['functions/inbox', 'functions/outbox'] },
-  { name: 'consumer framework', folders: ['functions/consumers'] },
+  { name: 'consumer framework', folders: ['functions/framework'] },
+  // The consumers the project ships: examples a team copies, built on the framework alone.
+  { name: 'consumers', folders: ['functions/consumers'], throughEntryPoint: ['functions/framework'] },
   {
     name: 'function cores and handlers',
     folders: ['functions/ingest', 'functions/worker', 'functions/reaper', 'functions/relay', 'functions/migrate'],
@@ -43,6 +46,10 @@ function layerRules() {
                 ...higher.map((f) => ({
                   group: [`**/${nameOf(f)}/*`],
                   message: `${folder} (${layer.name}) sits below ${f}: move what both need down to ${layer.name} or lower.`,
+                })),
+                ...(layer.throughEntryPoint ?? []).map((f) => ({
+                  group: [`**/${nameOf(f)}/*`],
+                  message: `${folder} imports ${f} through its entry point only ('../${nameOf(f)}').`,
                 })),
                 ...peers.map((f) => ({
                   group: [`**/${nameOf(f)}/*`],

@@ -17,7 +17,7 @@
  */
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { DEFAULT_RETENTION } from '../functions/consumers/types';
+import { DEFAULT_RETENTION } from '../functions/framework/types';
 import { TYPES, type Sql } from '../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
 import { benchServer } from './_server';

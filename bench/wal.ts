@@ -34,7 +34,7 @@ import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import postgres from 'postgres';
 import { getConsumer } from '../functions/consumers';
-import type { RetentionPolicy } from '../functions/consumers/types';
+import type { RetentionPolicy } from '../functions/framework/types';
 import { createIngestHandler } from '../functions/ingest/ingest';
 import type { KafkaEvent } from '../functions/ingest/types';
 import { deleteExpiredKeys, retireFinished } from '../functions/inbox/purge';

@@ -11,7 +11,7 @@ import {
   schemaRegistrySchema,
   type SchemaRegistry,
   type SchemaRegistryDeclaration,
-} from '../functions/consumers/schema-registry';
+} from '../functions/framework/schema-registry';
 
 export class StageConfigError extends Error {
   constructor(message: string) {

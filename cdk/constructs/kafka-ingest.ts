@@ -12,7 +12,7 @@ import { ConfluentSchemaRegistry, GlueSchemaRegistry, ManagedKafkaEventSource } 
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
-import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/consumers/schema-registry';
+import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/framework/schema-registry';
 import { ingestRoleOf } from '../../functions/lib/database-roles';
 import { acknowledge, resourceFinding, type NagAcknowledgement } from './nag';
 import type { ConsumerStageConfig } from '../config';

@@ -2,7 +2,7 @@
  * The case consumers' audit trail (HandlerContext.audit): case_core.case_audit, one row per
  * applied effect (migration 0080), written in the handler's transaction.
  */
-import type { AuditTrail } from './types';
+import type { AuditTrail } from '../framework';
 
 export const caseAudit: AuditTrail = async (tx, consumerName, entries) => {
   if (entries.length === 0) return;

@@ -1,9 +1,15 @@
 /** case-projection: keeps read_model.case_summary from the regulatory case events (the case inbox design). */
 import { z } from 'zod';
-import { AggregateVersionGapError, NonRetryableError } from '../lib/errors';
+import {
+  AggregateVersionGapError,
+  NonRetryableError,
+  defineBatchHandler,
+  defineHandler,
+  DEFAULT_RETENTION,
+  DEFAULT_RETRY,
+  type ConsumerDeclaration,
+} from '../framework';
 import { caseAudit } from './case-audit';
-import { defineBatchHandler } from './dispatch';
-import { defineHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from './types';
 
 export const CASE_EVENTS_TOPIC = 'regulatory.case.events.v1';
 export const CASE_ACCEPTED = 'regulatory.case.accepted.v1';

@@ -4,8 +4,7 @@
  * outbox, in the transaction that opens the obligation.
  */
 import { caseAudit } from './case-audit';
-import { defineBatchHandler } from './dispatch';
-import { DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from './types';
+import { defineBatchHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from '../framework';
 import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, caseAcceptedPayload } from './case-projection';
 
 export const INITIAL_ASSESSMENT_DUE = 'INITIAL_ASSESSMENT_DUE';

@@ -6,7 +6,7 @@ import { ConfigError } from '../lib/config';
 import { caseProjection } from './case-projection';
 import { caseSla } from './case-sla';
 import { notificationService } from './notification-service';
-import type { ConsumerDeclaration } from './types';
+import type { ConsumerDeclaration } from '../framework';
 
 export const CONSUMERS: readonly ConsumerDeclaration[] = [caseProjection, caseSla, notificationService];
 
@@ -32,4 +32,4 @@ export function getConsumer(name: string): ConsumerDeclaration {
   return consumer;
 }
 
-export type { ConsumerDeclaration } from './types';
+export type { ConsumerDeclaration } from '../framework';

@@ -3,8 +3,7 @@
  * the ingest transaction; rows the inline path could not finish go to the worker.
  */
 import { z } from 'zod';
-import { NonRetryableError } from '../lib/errors';
-import { defineHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from './types';
+import { NonRetryableError, defineHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from '../framework';
 
 export const PAYMENT_COMPLETED = 'payment.completed';
 

@@ -10,7 +10,7 @@
  * The reaper also wakes, once a minute, lanes left waiting with nothing in flight: rows
  * some other writer finished.
  *
- * Holds (quarantine policy hold-aggregate, functions/consumers/types.ts): while a row of an
+ * Holds (quarantine policy hold-aggregate, functions/framework/types.ts): while a row of an
  * aggregate is QUARANTINED, its lane names it in held_by and is never claimed, so the rows
  * behind it wait, unclaimed and with no attempt spent. The trigger ends a hold when its row
  * leaves QUARANTINED, whoever moves it.

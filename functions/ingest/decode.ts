@@ -24,8 +24,8 @@
  * poison row itself: error messages carry field paths, rules and the schema's id only.
  */
 import { createHash } from 'node:crypto';
-import { normalizeEnvelope, type NormalizedEnvelope } from '../consumers/envelopes';
-import type { ConsumerDeclaration } from '../consumers/types';
+import { normalizeEnvelope, type NormalizedEnvelope } from '../framework/envelopes';
+import type { ConsumerDeclaration } from '../framework/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
 import { BodyTooLargeError, inflateBody, readFraming, refFromMetadata, refKey, type RegistryKind, type SchemaRef } from './framing';

@@ -11,7 +11,7 @@ import { classifyError } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
 import { wakeUpClient, type WorkerTarget } from '../lib/wake-up';
-import { schemaRegistrySchema } from '../consumers/schema-registry';
+import { schemaRegistrySchema } from '../framework/schema-registry';
 import { createIngestHandler, failEveryPartition, serverSafe } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';

@@ -36,9 +36,9 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { dispatch } from '../consumers/dispatch';
-import { outcomeForFailure } from '../consumers/outcome';
-import type { ConsumerDeclaration } from '../consumers/types';
+import { dispatch } from '../framework/dispatch';
+import { outcomeForFailure } from '../framework/outcome';
+import type { ConsumerDeclaration } from '../framework/types';
 import { completeRows } from '../inbox/complete';
 import { workerPause } from '../inbox/consumer-pause';
 import { deferBehindAggregate } from '../inbox/defer-behind-aggregate';

@@ -14,7 +14,7 @@
  */
 import { EntityNotFoundException, GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { SchemaRegistry } from '../consumers/schema-registry';
+import type { SchemaRegistry } from '../framework/schema-registry';
 import { refKey, type SchemaRef } from './framing';
 import { compileSchema, SchemaCompileError, type CompiledSchema, type SchemaDefinition, type SchemaFormat } from './writer-schema';
 

@@ -304,7 +304,7 @@ export interface Config {
   maxPayloadBytes: number;
   /** DEFAULTS.maxJsonDepth when omitted. */
   maxJsonDepth?: number;
-  /** The ingest function's schema registry, unvalidated here (functions/consumers/schema-registry.ts parses it). */
+  /** The ingest function's schema registry, unvalidated here (functions/framework/schema-registry.ts parses it). */
   schemaRegistry?: { declaration: Record<string, unknown>; timeoutMs: number };
   worker: {
     batchSize: number;

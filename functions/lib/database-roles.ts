@@ -6,7 +6,7 @@
  * connect each function as its role, so a missing grant fails a test, not a deploy.
  */
 
-/** A consumer's mode, as its declaration says it (functions/consumers/types.ts). */
+/** A consumer's mode, as its declaration says it (functions/framework/types.ts). */
 type Mode = 'deferred' | 'inline';
 
 /**

@@ -11,7 +11,7 @@ import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { z } from 'zod';
 import { CONSUMERS } from '../consumers';
 import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
-import type { ConsumerDeclaration } from '../consumers/types';
+import type { ConsumerDeclaration } from '../framework/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { OpsError, OpsErrorCodes } from './errors';

@@ -21,7 +21,7 @@ import type { GaugePublisher } from '../lib/observability';
 import { ConfigError, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
-import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../consumers/types';
+import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../framework/types';
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
 import { deleteExpiredKeys, deletePoison, retireFinished } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';

@@ -19,8 +19,8 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration } from '../consumers/types';
-import { DEFAULT_RETENTION, emitsEvents } from '../consumers/types';
+import type { ConsumerDeclaration } from '../framework/types';
+import { DEFAULT_RETENTION, emitsEvents } from '../framework/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';

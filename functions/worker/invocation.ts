@@ -28,7 +28,7 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration } from '../consumers/types';
+import type { ConsumerDeclaration } from '../framework/types';
 import { countDueLanes } from '../inbox/count-due-lanes';
 import { workerPause } from '../inbox/consumer-pause';
 import {

@@ -29,9 +29,10 @@
  * effects are applied at most once per committed status change.
  */
 import { performance } from 'node:perf_hooks';
-import { quarantinePolicyOf, type ConsumerDeclaration, type EventHandler, type InboxEvent } from '../consumers/types';
-import { isBatchHandler, prepareDispatch, runBatch, type BatchEventHandler } from '../consumers/dispatch';
-import { outcomeForExhausted, outcomeForFailure } from '../consumers/outcome';
+import { quarantinePolicyOf, type ConsumerDeclaration, type EventHandler, type InboxEvent } from '../framework/types';
+import { prepareDispatch, runBatch } from '../framework/dispatch';
+import { isBatchHandler, type BatchEventHandler } from '../framework/define';
+import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
 import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration } from '../consumers/types';
+import type { ConsumerDeclaration } from '../framework/types';
 import { claimDue, type ClaimedRow } from '../inbox/claim-due';
 import type { Outcome } from '../inbox/types';
 import type { Config } from '../lib/config';

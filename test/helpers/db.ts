@@ -12,7 +12,7 @@ import { TYPES, type Sql } from '../../functions/lib/db';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { withDatabase } from '../../tools/database-url';
 import { prepareRoleLogins, roleUrl } from '../../tools/database-roles';
-import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../functions/framework/types';
 import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 
 export interface TestDatabase {

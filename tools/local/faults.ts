@@ -12,7 +12,7 @@
  * a handler would throw; others are raised by PostgreSQL itself with a chosen SQLSTATE inside
  * the handler's transaction, so classification by SQLSTATE is exercised too.
  */
-import type { ConsumerDeclaration, EventHandler, HandlerTable, InboxEvent, RetryPolicy } from '../../functions/consumers/types';
+import type { ConsumerDeclaration, EventHandler, HandlerTable, InboxEvent, RetryPolicy } from '../../functions/framework/types';
 import type { Queryable, TransactionSql } from '../../functions/lib/db';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
 import { NonRetryableError, RetryableError } from '../../functions/lib/errors';

@@ -17,7 +17,7 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { performance } from 'node:perf_hooks';
-import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../functions/framework/types';
 import { SLA_OBLIGATION_OPENED, SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import type { Config } from '../../functions/lib/config';
 import type { Sql } from '../../functions/lib/db';

@@ -32,7 +32,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CONSUMERS } from '../../functions/consumers';
 import type { KafkaEvent } from '../../functions/ingest/types';
-import type { ConsumerDeclaration } from '../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../functions/framework/types';
 import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { claimDue } from '../../functions/inbox/claim-due';
 import { createWorkerInvocation } from '../../functions/worker/invocation';

@@ -10,7 +10,7 @@
  */
 import { isInboxSeries, seriesLabel, seriesOf, widgetsOf, type Series, type Stat } from '../../cdk/constructs/dashboard-widgets';
 import { findConsumer } from '../../functions/consumers';
-import { emitsEvents } from '../../functions/consumers/types';
+import { emitsEvents } from '../../functions/framework/types';
 import type { MetricLog } from './observability';
 
 export type FaultKind = 'database-unreachable' | 'commit-lost' | 'worker-crash';

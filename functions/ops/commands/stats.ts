@@ -1,7 +1,7 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
 import { listPauses } from '../../inbox/consumer-pause';
-import type { ConsumerDeclaration } from '../../consumers/types';
+import type { ConsumerDeclaration } from '../../framework/types';
 import { effectivePayloadRetentionDays } from '../../inbox/purge';
 import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';

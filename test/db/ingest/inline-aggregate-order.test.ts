@@ -9,7 +9,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { defineHandler, type ConsumerDeclaration } from '../../../functions/framework';
 import { ingestRoleOf } from '../../../functions/lib/database-roles';
 import { RetryableError } from '../../../functions/lib/errors';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';

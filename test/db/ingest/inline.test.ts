@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { defineHandler, type ConsumerDeclaration } from '../../../functions/framework';
 import { RetryableError } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';

@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { getConsumer } from '../../../functions/consumers';
-import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { createIngest, type IngestReport } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import type { Queryable, Sql } from '../../../functions/lib/db';

@@ -12,7 +12,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { getConsumer } from '../../../functions/consumers';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { defineHandler, type ConsumerDeclaration } from '../../../functions/framework';
 import { RetryableError } from '../../../functions/lib/errors';
 import { createIngest } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';

@@ -7,7 +7,7 @@
 import { beforeAll, describe, it } from 'vitest';
 import { findConsumedEvents, findEventPoison, findEventRows } from '../../../functions/inbox/find-event';
 import { receivedSince } from '../../../functions/inbox/stats';
-import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
+import { DEFAULT_RETENTION } from '../../../functions/framework/types';
 import { useTestDatabase } from '../../helpers/db';
 import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';
 

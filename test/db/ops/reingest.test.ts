@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import type { KafkaRecord } from '../../../functions/ingest/types';
 import { useTestDatabase } from '../../helpers/db';
 import { insertPoisonRow } from '../../helpers/factories';

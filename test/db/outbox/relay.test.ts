@@ -5,7 +5,7 @@
  * it, takes over the lanes of a relay that died, and two relays racing publish each row once.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { normalizeEnvelope } from '../../../functions/consumers/envelopes';
+import { normalizeEnvelope } from '../../../functions/framework/envelopes';
 import { caseSla } from '../../../functions/consumers/case-sla';
 import { claimOutbox, claimOutboxStatement } from '../../../functions/outbox/claim-outbox';
 import { completeOutbox } from '../../../functions/outbox/complete-outbox';

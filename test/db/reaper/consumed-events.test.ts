@@ -6,7 +6,7 @@
  * in twice; a table that already holds rows moves over in bounded, restartable batches.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
+import { DEFAULT_RETENTION } from '../../../functions/framework/types';
 import { retireFinished } from '../../../functions/inbox/purge';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
 import { batchItemFailure, mskEvent, mskRecord } from '../../../tools/msk-events';

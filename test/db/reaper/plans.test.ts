@@ -7,7 +7,7 @@ import { beforeAll, describe, it } from 'vitest';
 import { readGauges } from '../../../functions/inbox/gauges';
 import { deleteExpiredKeys, deletePoison, retireFinished } from '../../../functions/inbox/purge';
 import { releaseExpired } from '../../../functions/inbox/release-expired';
-import { DEFAULT_RETENTION } from '../../../functions/consumers/types';
+import { DEFAULT_RETENTION } from '../../../functions/framework/types';
 import { useTestDatabase } from '../../helpers/db';
 import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';

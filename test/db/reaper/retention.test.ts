@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CONSUMERS } from '../../../functions/consumers/index';
-import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertInboxRows, insertPoisonRow, type InboxRowSpec } from '../../helpers/factories';
 import { reap } from './support';

@@ -11,7 +11,7 @@ import { caseProjection } from '../../../functions/consumers/case-projection';
 import { caseSla } from '../../../functions/consumers/case-sla';
 import { CONSUMERS } from '../../../functions/consumers/index';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { provisionConsumerRoles } from '../../../functions/inbox/consumer-roles';
 import type { Sql } from '../../../functions/lib/db';
 import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';

@@ -11,7 +11,7 @@
 import { afterAll, afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { caseProjection } from '../../../functions/consumers/case-projection';
-import { defineHandler } from '../../../functions/consumers/types';
+import { defineHandler } from '../../../functions/framework';
 import { releaseExpired } from '../../../functions/inbox/release-expired';
 import { ErrorCodes, NonRetryableError, RetryableError } from '../../../functions/lib/errors';
 import { newOwnerId } from '../../../functions/worker/run-worker';

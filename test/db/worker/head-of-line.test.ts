@@ -5,7 +5,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
-import { defineHandler } from '../../../functions/consumers/types';
+import { defineHandler } from '../../../functions/framework';
 import { ErrorCodes } from '../../../functions/lib/errors';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';

@@ -6,7 +6,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
-import { defineHandler, type ConsumerDeclaration } from '../../../functions/consumers/types';
+import { defineHandler, type ConsumerDeclaration } from '../../../functions/framework';
 import { readGauges } from '../../../functions/inbox/gauges';
 import { replayQuarantined } from '../../../functions/inbox/replay';
 import { resolveQuarantined } from '../../../functions/inbox/resolve';

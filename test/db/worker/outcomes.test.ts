@@ -3,7 +3,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { caseSla } from '../../../functions/consumers/case-sla';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import { defineHandler } from '../../../functions/consumers/types';
+import { defineHandler } from '../../../functions/framework';
 import { ErrorCodes, NonRetryableError, RetryableError } from '../../../functions/lib/errors';
 import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';

@@ -8,7 +8,7 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
-import { defineHandler } from '../../../functions/consumers/types';
+import { defineHandler } from '../../../functions/framework';
 import { claimDue } from '../../../functions/inbox/claim-due';
 import { RetryableError, NonRetryableError } from '../../../functions/lib/errors';
 import { lanesOf, processBatch } from '../../../functions/worker/process-batch';

@@ -3,7 +3,7 @@ import { InvokeCommand, type LambdaClient } from '@aws-sdk/client-lambda';
 import { Logger } from '@aws-lambda-powertools/logger';
 import type { AwsClientStub } from 'aws-sdk-client-mock';
 import { Metrics } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration, EventHandler, RetryPolicy } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration, EventHandler, RetryPolicy } from '../../../functions/framework/types';
 import type { Sql } from '../../../functions/lib/db';
 import { newOwnerId, runWorker, type WorkerDependencies, type WorkerResult } from '../../../functions/worker/run-worker';
 import type { InvitedEvent } from '../../../functions/lib/wake-up';

@@ -1,7 +1,7 @@
 /** The worker within its invocation's time budget: it stops claiming in time and leaves nothing PROCESSING. */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
-import { defineHandler } from '../../../functions/consumers/types';
+import { defineHandler } from '../../../functions/framework';
 import { z } from 'zod';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';

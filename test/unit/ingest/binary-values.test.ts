@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import type { ConsumerDeclaration } from '../../../functions/consumers/types';
+import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, PoisonCodes, resolveValueSchemas, type Decoded } from '../../../functions/ingest/decode';
 import {
   confluentFetcher,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { normalizeEnvelope } from '../../../functions/consumers/envelopes';
+import { normalizeEnvelope } from '../../../functions/framework/envelopes';
 import { decodeHeaders, decodeKey, decodeRecord, PoisonCodes } from '../../../functions/ingest/decode';
 import { failEveryPartition } from '../../../functions/ingest/ingest';
 import { batchItemFailure, mskEvent, mskRecord, recordsOf, spreadRecords } from '../../../tools/msk-events';

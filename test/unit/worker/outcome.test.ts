@@ -1,8 +1,8 @@
 /** What a failed attempt means for its row (no database involved). */
 import { describe, expect, it } from 'vitest';
-import { outcomeForExhausted, outcomeForFailure } from '../../../functions/consumers/outcome';
-import { backoffSeconds } from '../../../functions/consumers/retry';
-import { DEFAULT_RETRY } from '../../../functions/consumers/types';
+import { outcomeForExhausted, outcomeForFailure } from '../../../functions/framework/outcome';
+import { backoffSeconds } from '../../../functions/framework/retry';
+import { DEFAULT_RETRY } from '../../../functions/framework';
 import { AggregateVersionGapError, ErrorCodes, RetryableError } from '../../../functions/lib/errors';
 
 const noJitter = () => 0;

@@ -5,34 +5,12 @@
  * through) on failure, for the caller to classify with classifyError(). Used by the worker
  * and by the ingest function's inline mode, so both decide outcomes the same way.
  */
-import type { z } from 'zod';
 import { ErrorCodes, NonRetryableError } from '../lib/errors';
 import type { TransactionSql } from '../lib/db';
 import type { InboxRow } from '../inbox/types';
+import type { BatchEventHandler } from './define';
 import { handlerContext } from './handler-context';
-import type { ConsumerDeclaration, EventHandler, HandlerContext, InboxEvent } from './types';
-
-/**
- * A handler that can also apply many events in one set-based statement. The worker uses
- * handleBatch for the events of one claimed batch (at most one per aggregate) on its fast
- * path; if anything in the batch fails it falls back to handle() per event, each in its own
- * savepoint. So handleBatch(events) must have exactly the effect of handle() per event.
- */
-export interface BatchEventHandler<P = unknown> extends EventHandler<P> {
-  handleBatch(tx: TransactionSql, events: readonly InboxEvent<P>[], context: HandlerContext): Promise<void>;
-}
-
-/** Declare a set-based handler; handle(e) is handleBatch([e]), so the two cannot drift apart. */
-export function defineBatchHandler<S extends z.ZodType>(handler: {
-  payload: S;
-  handleBatch(tx: TransactionSql, events: readonly InboxEvent<z.output<S>>[], context: HandlerContext): Promise<void>;
-}): BatchEventHandler<z.output<S>> {
-  return {
-    payload: handler.payload as unknown as z.ZodType<z.output<S>>,
-    handleBatch: handler.handleBatch,
-    handle: (tx, event, context) => handler.handleBatch(tx, [event], context),
-  };
-}
+import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
 
 /**
  * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`.
@@ -45,10 +23,6 @@ export function runBatch(
   events: readonly InboxEvent[],
 ): Promise<void> {
   return handler.handleBatch(tx, events, handlerContext(consumer, tx));
-}
-
-export function isBatchHandler(handler: EventHandler<any>): handler is BatchEventHandler<any> {
-  return typeof (handler as Partial<BatchEventHandler>).handleBatch === 'function';
 }
 
 export type Resolution = { kind: 'handler'; handler: EventHandler } | { kind: 'ignored' };

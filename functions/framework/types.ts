@@ -10,7 +10,6 @@ import type { RetentionPolicy } from '../inbox/types';
 import type { SchemaRegistryDeclaration } from './schema-registry';
 
 export type { RetentionPolicy };
-export { DEFAULT_RETRY } from './retry';
 
 /** A consumer's own writer schema for its values (ConsumerDeclaration.valueSchema). */
 export interface PinnedValueSchema {
@@ -197,14 +196,6 @@ export function emitsEvents(consumer: Pick<ConsumerDeclaration, 'emits'>): boole
 /** The declaration's quarantine policy, 'continue' when it names none. */
 export function quarantinePolicyOf(consumer: Pick<ConsumerDeclaration, 'quarantinePolicy'>): QuarantinePolicy {
   return consumer.quarantinePolicy ?? 'continue';
-}
-
-/** Keep the payload type of a handler tied to its schema. */
-export function defineHandler<S extends z.ZodType>(handler: {
-  payload: S;
-  handle(tx: TransactionSql, event: InboxEvent<z.output<S>>, context: HandlerContext): Promise<void>;
-}): EventHandler<z.output<S>> {
-  return handler as EventHandler<z.output<S>>;
 }
 
 export const DEFAULT_RETENTION: RetentionPolicy = {
