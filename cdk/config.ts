@@ -125,7 +125,7 @@ const consumerOverride = z.object(withoutDefaults).extend({
   consumerGroupId: z.string().regex(CONSUMER_GROUP_ID, 'must be 1-200 characters of [a-zA-Z0-9-/*:_+=.@]').optional(),
   /** false: deploy nothing for this consumer in this stage. */
   enabled: z.boolean().default(true),
-  /** Sets or replaces the declaration's schema registry in this stage (functions/consumers/schema-registry.ts). */
+  /** Sets or replaces the declaration's schema registry in this stage (functions/framework/schema-registry.ts). */
   schemaRegistry: schemaRegistrySchema.optional(),
   /** The consumer stack it is deployed in, in this stage: replaces the declaration's choice (docs/stacks.md). */
   stack: z.string().regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE).optional(),

@@ -1,4 +1,4 @@
--- The inbox and the raw poison table, exactly as seed 000 defines them.
+-- The inbox and the raw poison table, exactly as the case inbox design defines them (docs/design.md §11).
 -- Forward-only: never edit this file after it has been applied; add a new one.
 
 create schema if not exists integration;

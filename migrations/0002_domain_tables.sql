@@ -1,5 +1,5 @@
--- The reference domain's tables (DESIGN.md §2 and §4): the case projection and SLA
--- obligations of seed 000, and notification-service's jobs of seed 002.
+-- The reference domain's tables (docs/design.md §11): the case projection and SLA
+-- obligations of the case inbox design, and notification-service's jobs of the payments inbox design.
 
 create schema if not exists read_model;
 create schema if not exists case_core;
@@ -30,7 +30,7 @@ create unique index sla_obligation_case_type_uk
 on case_core.sla_obligation (case_id, obligation_type)
 where cancelled_at is null;
 
--- notification-service's job table (seed 002, Phase 14). organization_id is this
+-- notification-service's job table (the payments inbox design). organization_id is this
 -- service's own name for the tenant; the consumer's handler translates org_id into it.
 create table public.notification_jobs (
     job_id           uuid primary key default gen_random_uuid(),

@@ -1,4 +1,4 @@
--- What the design needs beyond seed 000's tables.
+-- What the design needs beyond the case inbox design's tables.
 
 alter table integration.consumer_inbox
     -- The envelope's aggregateVersion, for ordered (versioned) events.

@@ -2,7 +2,7 @@
 -- that stays small while the table holds a month of history (docs/reaper.md).
 
 -- Finished rows lose their payload after the payload retention, but keep their dedupe key
--- until the dedupe window ends. payload is NOT NULL (seed 000), so a purged row holds '{}'
+-- until the dedupe window ends. payload is NOT NULL (the case inbox design), so a purged row holds '{}'
 -- and says so here: '{}' alone could be a real, empty payload.
 alter table integration.consumer_inbox
     add column payload_purged_at timestamptz null,

@@ -22,7 +22,7 @@ create table integration.consumer_lane (
     -- order) is due then, or something was queued or finished. Null: nothing to do until
     -- then (its rows wait behind rows in flight, or nothing is queued).
     due_at          timestamptz null,
-    -- Quarantine policy hold-aggregate (functions/consumers/types.ts): the QUARANTINED row
+    -- Quarantine policy hold-aggregate (functions/framework/types.ts): the QUARANTINED row
     -- that holds the aggregate. A held lane is never claimed; its hold ends when that row
     -- leaves QUARANTINED (an operator's replay or resolve).
     held_by         uuid null,
@@ -47,7 +47,7 @@ where held_by is not null;
 -- Keyed by the lane as one value, array[consumer_name, aggregate_type, aggregate_id], and
 -- every lookup says exactly that, with the same statuses: no other index can serve such a
 -- condition, and the only alternative, reading the table, costs what the planner can see
--- (its size in pages). With plain columns, or with the statuses of seed 000's
+-- (its size in pages). With plain columns, or with the statuses of the case inbox design's
 -- consumer_inbox_retry_idx (RECEIVED, RETRY_PENDING), statistics taken before a backlog
 -- arrived ("an aggregate has one row, nothing is due") made the planner prefer
 -- consumer_inbox_aggregate_idx or consumer_inbox_retry_idx plus a sort "of one row": it

@@ -1,4 +1,4 @@
--- The case consumers' domain audit (seed 000's "insert domain audit"): one row per effect
+-- The case consumers' domain audit (the case inbox design's "insert domain audit"): one row per effect
 -- a handler applied, written in the transaction that applies the effect and records the
 -- inbox row's status (functions/consumers/case-audit.ts). A stale duplicate or an ignored
 -- event changes nothing and writes nothing; an attempt that fails rolls its rows back with

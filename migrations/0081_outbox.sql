@@ -1,5 +1,5 @@
 -- The transactional outbox: events a handler emits in its processing transaction
--- (functions/consumers/handler-context.ts), published to Kafka afterwards by the relay
+-- (functions/framework/handler-context.ts), published to Kafka afterwards by the relay
 -- (functions/relay/). A row commits with the side effect and the inbox row's status, or
 -- not at all; the relay publishes it at least once and marks it published, so downstream
 -- sees every emitted event, keyed by an event id that never changes.

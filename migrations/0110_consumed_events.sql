@@ -1,5 +1,5 @@
 -- Rows leave the inbox when their payload retention ends; their dedupe key stays here, in
--- a narrow table of seed 002's consumed_events shape, until the dedupe window ends
+-- a narrow table of the payments inbox design's consumed_events shape, until the dedupe window ends
 -- (docs/reaper.md). A key kept as a whole inbox row (every column, seven index entries)
 -- costs several times what it costs here (one row of a dozen small columns, two index
 -- entries), and leaving is one delete where purging the payload in place rewrote the row.

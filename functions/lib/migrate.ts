@@ -3,8 +3,14 @@
  * deploy-time trigger.
  *
  * - Files are `NNNN_name.sql`, applied in order, each in its own transaction.
- * - Every file's SHA-256 is recorded; an applied file that changed (or vanished) is
- *   refused before anything runs, because forward-only means never edited.
+ * - Every file's statements are checksummed (SHA-256 of the SQL without its comments, see
+ *   statementsOf); an applied file whose statements changed (or that vanished) is refused
+ *   before anything runs, because forward-only means never edited. Comments may be
+ *   corrected: they are not what ran.
+ * - A database whose records hold the SHA-256 of a file's whole text (how the runner
+ *   recorded files before it checksummed statements) is accepted when that text is today's,
+ *   or when it is a text named in REWORDED_MIGRATIONS whose statements are today's; its
+ *   records are then rewritten in the statements form.
  * - Concurrent runs (two deploys racing) serialize on a transaction-scoped advisory lock
  *   taken per file, and re-check inside the lock, so each file is applied exactly once.
  *   A transaction-scoped lock is also safe behind RDS Proxy (no session pinning).
@@ -13,11 +19,17 @@ import { createHash } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Sql, TransactionSql } from './db';
+import { REWORDED_MIGRATIONS, type RewordedMigration } from './reworded-migrations';
 
 export interface Migration {
   version: number;
   name: string;
+  /** The statements' checksum, as recorded for the file (checksumOf). */
   checksum: string;
+  /** The SHA-256 of the file's whole text: the form older records hold. */
+  textChecksum: string;
+  /** An earlier text of this file with the same statements, which a database may have recorded. */
+  reworded?: RewordedMigration;
   sql: string;
 }
 
@@ -32,12 +44,109 @@ const FILE_PATTERN = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 // Any constant works; it only has to be the same for every runner of this project.
 const LOCK_KEY = 'kafka-inbox:migrations';
 
-export function checksumOf(text: string): string {
+const STATEMENTS_PREFIX = 'statements-sha256:';
+
+function sha256(text: string): string {
   return createHash('sha256').update(text).digest('hex');
 }
 
-/** Read the migration files of a folder, ordered; refuses bad names and duplicate numbers. */
-export async function loadMigrations(dir: string): Promise<Migration[]> {
+/** The recorded checksum of a migration file: the SHA-256 of its statements. */
+export function checksumOf(text: string): string {
+  return STATEMENTS_PREFIX + sha256(statementsOf(text));
+}
+
+/** The SHA-256 of a file's whole text: the form of records written before statementsOf. */
+export function textChecksumOf(text: string): string {
+  return sha256(text);
+}
+
+const DOLLAR_TAG = /^\$(?:[A-Za-z_][A-Za-z_0-9]*)?\$/;
+
+/** Where the quoted part starting at `i` ends (exclusive): '…' (E'…' with backslashes), "…", $tag$…$tag$. */
+function quotedEnd(sql: string, i: number): number | undefined {
+  const c = sql[i];
+  if (c === "'" || c === '"') {
+    const backslashes = c === "'" && /[eE]/.test(sql[i - 1] ?? '') && !/\w/.test(sql[i - 2] ?? '');
+    for (let j = i + 1; j < sql.length; j += 1) {
+      if (backslashes && sql[j] === '\\') j += 1;
+      else if (sql[j] === c) {
+        if (sql[j + 1] !== c) return j + 1;
+        j += 1;
+      }
+    }
+    return sql.length;
+  }
+  if (c === '$' && !/\w/.test(sql[i - 1] ?? '')) {
+    const tag = DOLLAR_TAG.exec(sql.slice(i))?.[0];
+    if (tag === undefined) return undefined;
+    const close = sql.indexOf(tag, i + tag.length);
+    return close === -1 ? sql.length : close + tag.length;
+  }
+  return undefined;
+}
+
+/** Where the comment starting at `i` ends (exclusive): -- to the line's end, or a nested block. */
+function commentEnd(sql: string, i: number): number | undefined {
+  if (sql.startsWith('--', i)) {
+    const eol = sql.indexOf('\n', i);
+    return eol === -1 ? sql.length : eol;
+  }
+  if (!sql.startsWith('/*', i)) return undefined;
+  let depth = 0;
+  for (let j = i; j < sql.length; j += 1) {
+    if (sql.startsWith('/*', j)) {
+      depth += 1;
+      j += 1;
+    } else if (sql.startsWith('*/', j)) {
+      depth -= 1;
+      j += 1;
+      if (depth === 0) return j + 1;
+    }
+  }
+  return sql.length;
+}
+
+/**
+ * The SQL that runs: the text without its comments, each run of whitespace outside quotes
+ * as one space. Quoted strings, quoted names and dollar-quoted bodies (function bodies with
+ * their own comments included) are kept exactly, since they are stored as written.
+ */
+export function statementsOf(sql: string): string {
+  let out = '';
+  let plain = '';
+  const flush = (): void => {
+    out += plain.replace(/\s+/g, ' ');
+    plain = '';
+  };
+  for (let i = 0; i < sql.length;) {
+    const comment = commentEnd(sql, i);
+    if (comment !== undefined) {
+      plain += ' ';
+      i = comment;
+      continue;
+    }
+    const quoted = quotedEnd(sql, i);
+    if (quoted !== undefined) {
+      flush();
+      out += sql.slice(i, quoted);
+      i = quoted;
+      continue;
+    }
+    plain += sql[i];
+    i += 1;
+  }
+  flush();
+  return out.trim();
+}
+
+/**
+ * Read the migration files of a folder, ordered; refuses bad names and duplicate numbers.
+ * `reworded` names earlier texts of files (by file name) that a database may have recorded.
+ */
+export async function loadMigrations(
+  dir: string,
+  reworded: ReadonlyMap<string, RewordedMigration> = REWORDED_MIGRATIONS,
+): Promise<Migration[]> {
   const files = (await readdir(dir)).filter((f) => f.endsWith('.sql')).sort();
   const migrations: Migration[] = [];
   for (const file of files) {
@@ -48,7 +157,14 @@ export async function loadMigrations(dir: string): Promise<Migration[]> {
       throw new MigrationError(`two migration files share version ${match[1]}`);
     }
     const sql = await readFile(join(dir, file), 'utf8');
-    migrations.push({ version, name: file, checksum: checksumOf(sql), sql });
+    migrations.push({
+      version,
+      name: file,
+      checksum: checksumOf(sql),
+      textChecksum: textChecksumOf(sql),
+      reworded: reworded.get(file),
+      sql,
+    });
   }
   return migrations;
 }
@@ -81,19 +197,45 @@ async function appliedMigrations(q: Sql | TransactionSql): Promise<Map<number, A
   return new Map(rows.map((r) => [r.version, r]));
 }
 
-function verify(applied: Map<number, AppliedRow>, migrations: Migration[]): void {
+/** Whether a record of the whole text's SHA-256 stands for the file's statements today. */
+function matchesTextRecord(file: Migration, recorded: string): boolean {
+  if (recorded === file.textChecksum) return true;
+  return file.reworded !== undefined && file.reworded.textChecksum === recorded && file.reworded.checksum === file.checksum;
+}
+
+/** Refuses a vanished or changed file; returns the records to rewrite in the statements form. */
+function verify(applied: Map<number, AppliedRow>, migrations: Migration[]): Migration[] {
   const byVersion = new Map(migrations.map((m) => [m.version, m]));
+  const textRecords: Migration[] = [];
   for (const row of applied.values()) {
     const file = byVersion.get(row.version);
     if (file === undefined) {
       throw new MigrationError(`applied migration ${row.name} has no file any more; migrations are forward-only`);
     }
-    if (file.checksum !== row.checksum) {
+    if (file.checksum === row.checksum) continue;
+    if (!row.checksum.startsWith(STATEMENTS_PREFIX) && matchesTextRecord(file, row.checksum)) {
+      textRecords.push(file);
+    } else {
       throw new MigrationError(
-        `migration ${file.name} changed after it was applied (checksum ${row.checksum.slice(0, 12)} → ${file.checksum.slice(0, 12)}); add a new migration instead of editing an applied one`,
+        `migration ${file.name} changed after it was applied (checksum ${shortChecksum(row.checksum)} → ${shortChecksum(file.checksum)}); add a new migration instead of editing an applied one`,
       );
     }
   }
+  return textRecords;
+}
+
+function shortChecksum(checksum: string): string {
+  return checksum.replace(STATEMENTS_PREFIX, '').slice(0, 12);
+}
+
+/** Rewrite whole-text records in the statements form, so later comment corrections are accepted. */
+async function rewriteTextRecords(sql: Sql, migrations: Migration[]): Promise<void> {
+  await sql.begin(async (tx) => {
+    await lock(tx);
+    for (const file of verify(await appliedMigrations(tx), migrations)) {
+      await tx`update public.inbox_schema_migrations set checksum = ${file.checksum} where version = ${file.version}`;
+    }
+  });
 }
 
 export interface MigrateResult {
@@ -104,7 +246,7 @@ export interface MigrateResult {
 /** Apply every pending migration. Throws MigrationError; files applied before a failure stay applied. */
 export async function migrate(sql: Sql, migrations: Migration[], log: (message: string) => void = () => {}): Promise<MigrateResult> {
   await ensureTable(sql);
-  verify(await appliedMigrations(sql), migrations);
+  if (verify(await appliedMigrations(sql), migrations).length > 0) await rewriteTextRecords(sql, migrations);
 
   const applied: string[] = [];
   let alreadyApplied = 0;

@@ -2,7 +2,7 @@ import { mkdtemp, readdir, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { loadMigrations, migrate, MigrationError, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
+import { checksumOf, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR, textChecksumOf } from '../../../functions/lib/migrate';
 import { emptyDatabase, type TestDatabase } from '../../helpers/db';
 
 async function folderWith(files: Record<string, string>): Promise<string> {
@@ -79,6 +79,89 @@ describe('migration runner', () => {
       expect(await appliedVersions(db)).toEqual([1, 2]);
       const [c] = await db.sql`select to_regclass('public.c') as c`;
       expect(c!.c).toBeNull();
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('accepts an applied file whose comments changed, and records nothing new for it', async () => {
+    const db = await emptyDatabase();
+    try {
+      const dir = await folderWith({ '0001_a.sql': '-- first words\ncreate table a (id int);' });
+      await migrate(db.sql, await loadMigrations(dir));
+      await writeFile(join(dir, '0001_a.sql'), '-- better words\n-- over two lines\ncreate table a (id int);\n');
+      await writeFile(join(dir, '0002_b.sql'), 'create table b (id int);');
+
+      const result = await migrate(db.sql, await loadMigrations(dir));
+      expect(result).toEqual({ applied: ['0002_b.sql'], alreadyApplied: 1 });
+    } finally {
+      await db.drop();
+    }
+  });
+
+  async function recordWholeText(db: TestDatabase, version: number, text: string): Promise<void> {
+    await db.sql`update public.inbox_schema_migrations set checksum = ${textChecksumOf(text)} where version = ${version}`;
+  }
+
+  async function recordedChecksums(db: TestDatabase): Promise<string[]> {
+    const rows = await db.sql<{ checksum: string }[]>`select checksum from public.inbox_schema_migrations order by version`;
+    return rows.map((r) => r.checksum);
+  }
+
+  it('accepts a record of the whole text while the text is unchanged, and rewrites it as statements', async () => {
+    const db = await emptyDatabase();
+    try {
+      const text = '-- a\ncreate table a (id int);';
+      const dir = await folderWith({ '0001_a.sql': text });
+      await migrate(db.sql, await loadMigrations(dir));
+      await recordWholeText(db, 1, text);
+
+      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+      expect(await recordedChecksums(db)).toEqual([checksumOf(text)]);
+      // Rewritten: a comment corrected from now on is accepted.
+      await writeFile(join(dir, '0001_a.sql'), '-- a, reworded\ncreate table a (id int);');
+      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('accepts a whole-text record of a reworded file only while its statements are the earlier text’s', async () => {
+    const db = await emptyDatabase();
+    try {
+      const earlier = '-- cites a document that is gone\ncreate table a (id int);';
+      const dir = await folderWith({ '0001_a.sql': earlier });
+      await migrate(db.sql, await loadMigrations(dir));
+      await recordWholeText(db, 1, earlier);
+      const reworded = new Map([['0001_a.sql', { textChecksum: textChecksumOf(earlier), checksum: checksumOf(earlier) }]]);
+
+      await writeFile(join(dir, '0001_a.sql'), '-- says what it means\ncreate table a (id int);');
+      // Without the earlier text named, the record cannot be told from an edit.
+      await expect(migrate(db.sql, await loadMigrations(dir, new Map()))).rejects.toThrow(/0001_a\.sql changed after it was applied/);
+
+      await writeFile(join(dir, '0001_a.sql'), '-- says what it means\ncreate table a (id bigint);');
+      await expect(migrate(db.sql, await loadMigrations(dir, reworded))).rejects.toThrow(/0001_a\.sql changed after it was applied/);
+      expect(await recordedChecksums(db)).toEqual([textChecksumOf(earlier)]);
+
+      await writeFile(join(dir, '0001_a.sql'), '-- says what it means\ncreate table a (id int);');
+      await expect(migrate(db.sql, await loadMigrations(dir, reworded))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+      expect(await recordedChecksums(db)).toEqual([checksumOf(earlier)]);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('accepts a database that recorded the whole texts of the project’s files as they were first applied', async () => {
+    const db = await emptyDatabase();
+    try {
+      const migrations = await loadMigrations(MIGRATIONS_DIR);
+      await migrate(db.sql, migrations);
+      for (const m of migrations) {
+        const recorded = m.reworded?.textChecksum ?? m.textChecksum;
+        await db.sql`update public.inbox_schema_migrations set checksum = ${recorded} where version = ${m.version}`;
+      }
+      await expect(migrate(db.sql, migrations)).resolves.toEqual({ applied: [], alreadyApplied: migrations.length });
+      expect(await recordedChecksums(db)).toEqual(migrations.map((m) => m.checksum));
     } finally {
       await db.drop();
     }

@@ -1,0 +1,46 @@
+import { describe, expect, it } from 'vitest';
+import { checksumOf, loadMigrations, MIGRATIONS_DIR, statementsOf } from '../../functions/lib/migrate';
+import { REWORDED_MIGRATIONS } from '../../functions/lib/reworded-migrations';
+
+describe('a migration file’s statements', () => {
+  it('leave out line and nested block comments, and whitespace runs become one space', () => {
+    const sql = '-- the table\ncreate table a (\n  id int /* key /* nested */ still comment */ primary key\n);\n\n-- done\n';
+    expect(statementsOf(sql)).toBe('create table a ( id int primary key );');
+  });
+
+  it('keep quoted strings, quoted names and dollar-quoted bodies exactly, comments in them included', () => {
+    const sql = [
+      "select 'a -- b', E'it\\'s /* x */', \"odd\"\"-- name\";",
+      'create function f() returns int language plpgsql as $body$',
+      'begin',
+      '  -- a comment stored with the function',
+      '  return 1;',
+      'end $body$;',
+    ].join('\n');
+    expect(statementsOf(sql)).toBe(
+      "select 'a -- b', E'it\\'s /* x */', \"odd\"\"-- name\"; create function f() returns int language plpgsql as " +
+        '$body$\nbegin\n  -- a comment stored with the function\n  return 1;\nend $body$;',
+    );
+  });
+
+  it('differ when a statement changes, and not when only a comment does', () => {
+    const before = '-- one\ncreate table a (id int);';
+    expect(checksumOf('-- two, reworded\ncreate table a (id int);  ')).toBe(checksumOf(before));
+    expect(checksumOf('-- one\ncreate table a (id bigint);')).not.toBe(checksumOf(before));
+    expect(checksumOf("select 'x  y';")).not.toBe(checksumOf("select 'x y';"));
+    expect(checksumOf('select $$ -- a $$;')).not.toBe(checksumOf('select $$ -- b $$;'));
+  });
+});
+
+describe('reworded migrations', () => {
+  it('each names a project file whose statements are still those of its earlier text', async () => {
+    const files = new Map((await loadMigrations(MIGRATIONS_DIR)).map((m) => [m.name, m]));
+    expect(REWORDED_MIGRATIONS.size).toBeGreaterThan(0);
+    for (const [name, earlier] of REWORDED_MIGRATIONS) {
+      const file = files.get(name);
+      expect(file, name).toBeDefined();
+      expect(file!.checksum, name).toBe(earlier.checksum);
+      expect(file!.textChecksum, name).not.toBe(earlier.textChecksum);
+    }
+  });
+});
