@@ -67,7 +67,8 @@ const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFracti
 
 try {
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
-  if (args.fillfactor !== undefined) await sql`alter table integration.consumer_inbox set (fillfactor = ${sql.unsafe(String(Number(args.fillfactor)))})`;
+  if (args.fillfactor !== undefined)
+    await sql`alter table integration.consumer_inbox set (fillfactor = ${sql.unsafe(String(Number(args.fillfactor)))})`;
   const [fillfactor] = await sql<{ option: string | null }[]>`
     select (select option_value from pg_options_to_table(reloptions) where option_name = 'fillfactor') as option
     from pg_class where oid = 'integration.consumer_inbox'::regclass`;
