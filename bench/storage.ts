@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- storage [--rows 1000000] [--keys 1000000] [--rate 100]`
+ * `npm run bench -- storage [--rows 1000000] [--keys 1000000] [--rate 100] [--fillfactor N]`
  *
  * Bytes per row, measured: --rows finished inbox rows shaped as the WAL benchmark's
  * (1 KiB payload, case-projection's columns), and --keys kept dedupe keys
@@ -10,10 +10,17 @@
  *
  * The rows go in finished, in one statement, at the table's fillfactor, as a steady inbox
  * refills pages that vacuum has emptied; rows still queued or in flight are a backlog's
- * worth (kilobytes to megabytes) and left out. The payload filler is text under the TOAST
- * threshold, so its compressibility does not matter: nothing is compressed. Times are
- * spread as 100 events/s spread them, so that no index is smaller for repeated values.
- * A million rows take about four minutes on a small shared machine.
+ * worth (kilobytes to megabytes) and left out. The payload filler's compressibility does
+ * not matter: PostgreSQL compresses a value only in a row longer than about 2 KB
+ * (TOAST_TUPLE_THRESHOLD, whatever the table's toast_tuple_target), so a 1 KiB payload is
+ * stored as it is (test/db/worker/page-room.test.ts). Times are spread as 100 events/s
+ * spreads them, so that no index is smaller for repeated values, and the rows go in in
+ * arrival order, oldest first, as they do in production: an index on a time (the finished
+ * rows', the keys' window) then fills its pages from the right, as it does there, instead
+ * of splitting them in half as rows inserted newest first would.
+ *
+ * --fillfactor sets the inbox's fillfactor first, for an experiment (the migrations' choice
+ * otherwise). A million rows take about four minutes on a small shared machine.
  */
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
@@ -27,6 +34,7 @@ const { values: args } = parseArgs({
     rows: { type: 'string', default: '1000000' },
     keys: { type: 'string', default: '1000000' },
     rate: { type: 'string', default: '100' },
+    fillfactor: { type: 'string' },
   },
 });
 const ROWS = Number(args.rows);
@@ -59,6 +67,11 @@ const fmt = (n: number, digits = 0) => n.toLocaleString('en-US', { maximumFracti
 
 try {
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+  if (args.fillfactor !== undefined)
+    await sql`alter table integration.consumer_inbox set (fillfactor = ${sql.unsafe(String(Number(args.fillfactor)))})`;
+  const [fillfactor] = await sql<{ option: string | null }[]>`
+    select (select option_value from pg_options_to_table(reloptions) where option_name = 'fillfactor') as option
+    from pg_class where oid = 'integration.consumer_inbox'::regclass`;
   const started = Date.now();
   await sql`
     insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type,
@@ -70,13 +83,14 @@ try {
            jsonb_build_object('caseId', 'case_' || g, 'acceptedAt', '2026-07-03T09:15:30Z',
                               'note', left(repeat(md5(g::text), 30), 940))
     from generate_series(1, ${ROWS}) g
-    cross join lateral (select now() - make_interval(secs => g * 0.01) as at) t`;
+    cross join lateral (select now() - make_interval(secs => (${ROWS} - g) * 0.01) as at) t`;
   await sql`
     insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name,
       partition_no, offset_no, received_at, processed_at, dedupe_until)
     select 'case-projection', 'evt_' || md5(g::text), gen_random_uuid(), 'regulatory.case.accepted.v1', 'PROCESSED',
-           'regulatory.case.events.v1', g % 8, g, now(), now() - make_interval(secs => g), now() + interval '23 days' - make_interval(secs => g)
-    from generate_series(1, ${KEYS}) g`;
+           'regulatory.case.events.v1', g % 8, g, t.at - interval '2 seconds', t.at, t.at + interval '30 days'
+    from generate_series(1, ${KEYS}) g
+    cross join lateral (select now() - interval '7 days' - make_interval(secs => (${KEYS} - g) * 0.01) as at) t`;
   const seconds = (Date.now() - started) / 1000;
   const [payload] = await sql<{ avg: string }[]>`
     select avg(pg_column_size(payload))::text as avg from (select payload from integration.consumer_inbox limit 1000) p`;
@@ -86,7 +100,7 @@ try {
   const perRow = (rels: Relation[], n: number) => rels.reduce((s, r) => s + r.bytes, 0) / n;
   const [version] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
   console.log(
-    `\nBytes per row: ${fmt(ROWS)} finished inbox rows (payload ${fmt(Number(payload!.avg))} B stored), ${fmt(KEYS)} kept keys, PostgreSQL ${version!.v} (${fmt(seconds)} s to insert)`,
+    `\nBytes per row: ${fmt(ROWS)} finished inbox rows (payload ${fmt(Number(payload!.avg))} B stored, fillfactor ${fillfactor!.option ?? '100'}), ${fmt(KEYS)} kept keys, PostgreSQL ${version!.v} (${fmt(seconds)} s to insert)`,
   );
   for (const [label, rels, n] of [
     ['integration.consumer_inbox', inbox, ROWS],

@@ -1,7 +1,9 @@
 /**
- * `npm run bench -- wal [--events 20000] [--batch 500] [--by-type]`
+ * `npm run bench -- wal [--events 20000] [--batch 500] [--by-type] [--fillfactor N]`
  *
  * --by-type adds each phase's WAL by record type (pg_walinspect), per event.
+ * --fillfactor sets the inbox's fillfactor first, for an experiment (the migrations' choice
+ * otherwise; docs/capacity.md weighs it against bytes per row).
  *
  * WAL bytes per event over an event's whole life, ours beside graphile-worker's, on the
  * same server in the same run, the same 1 KiB payloads:
@@ -53,6 +55,7 @@ const { values: args } = parseArgs({
     events: { type: 'string', default: '20000' },
     batch: { type: 'string', default: '500' },
     'by-type': { type: 'boolean', default: false },
+    fillfactor: { type: 'string' },
   },
 });
 const EVENTS = Number(args.events);
@@ -107,6 +110,11 @@ function line(label: string, wal: Wal): string {
 
 try {
   await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
+  if (args.fillfactor !== undefined)
+    await sql`alter table integration.consumer_inbox set (fillfactor = ${sql.unsafe(String(Number(args.fillfactor)))})`;
+  const [fillfactor] = await sql<{ option: string | null }[]>`
+    select (select option_value from pg_options_to_table(reloptions) where option_name = 'fillfactor') as option
+    from pg_class where oid = 'integration.consumer_inbox'::regclass`;
   const meter = await walMeter(sql);
 
   // ---- ours
@@ -192,7 +200,9 @@ try {
     byType: [],
   });
   const [version] = await sql<{ v: string }[]>`select current_setting('server_version') as v`;
-  console.log(`\nWAL per event: ${EVENTS} events, 1 KiB payloads, PostgreSQL ${version!.v}, a CHECKPOINT before each phase`);
+  console.log(
+    `\nWAL per event: ${EVENTS} events, 1 KiB payloads, PostgreSQL ${version!.v}, inbox fillfactor ${fillfactor!.option ?? '100'}, a CHECKPOINT before each phase`,
+  );
   console.log('  ours (case-projection, side effect included)');
   for (const [name, wal] of Object.entries(ours)) console.log(line(name, wal));
   const oursTotal = total(ours);
