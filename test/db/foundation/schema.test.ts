@@ -11,7 +11,7 @@ async function indexDef(name: string): Promise<string | undefined> {
 }
 
 describe('integration.consumer_inbox', () => {
-  it('has the seed unique key on (consumer_name, event_id)', async () => {
+  it('has the case inbox design’s unique key on (consumer_name, event_id)', async () => {
     const [uk] = await db.sql<{ def: string }[]>`
       select pg_get_constraintdef(oid) as def from pg_constraint
       where conname = 'consumer_inbox_unique_event_per_consumer_uk'`;
@@ -47,7 +47,7 @@ describe('integration.consumer_inbox', () => {
     ).rejects.toMatchObject({ code: '23514', constraint_name: 'consumer_inbox_lease_ck' });
   });
 
-  it('has the seed partial indexes', async () => {
+  it('has the case inbox design’s partial indexes', async () => {
     expect(await indexDef('consumer_inbox_retry_idx')).toMatch(
       /\(consumer_name, status, next_attempt_at, received_at\) WHERE \(status = ANY \(ARRAY\['RECEIVED'::text, 'RETRY_PENDING'::text\]\)\)/,
     );

@@ -53,7 +53,7 @@ describe('payload storage in the inbox', () => {
     await db.sql`alter table integration.consumer_inbox alter column payload set storage extended`;
   });
 
-  it('keeps the payload column as the seed declares it: extended storage, the server default compression', async () => {
+  it('keeps the payload column as the case inbox design declares it: extended storage, the server default compression', async () => {
     const [column] = await db.sql<{ storage: string; compression: string }[]>`
       select attstorage as storage, attcompression as compression from pg_attribute
       where attrelid = 'integration.consumer_inbox'::regclass and attname = 'payload'`;
