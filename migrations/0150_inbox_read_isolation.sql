@@ -7,15 +7,21 @@
 -- USING (true), for every role it applies to). Array equality is not leakproof, and only a
 -- superuser could mark it so (Aurora has none): so the lane key becomes the three columns,
 -- compared one by one (text = text is leakproof), and the indexes that serve the lane
--- lookups are keyed by the same columns. The claim's lookups then keep their index
+-- lookups are keyed by the same columns. The lanes' lookup names the consumer as the
+-- policy does, an InitPlan (functions/lib/own-consumer.ts), so that statistics cannot make
+-- the policy's condition look the selective one. The claim's lookups then keep their index
 -- conditions beside the policy's (test/db/worker/claim-plan.test.ts).
 
 -- ---------------------------------------------------------------------------------------
 -- The lane indexes of 0050, keyed by the lane's columns instead of one array of them (same
--- names, same conditions, same order after the key). A lookup names all three columns with
--- equality and the statuses of the index's condition: the consumer's dedupe key and
--- consumer_inbox_aggregate_idx match a part of it only, and consumer_inbox_retry_idx's
--- condition (RECEIVED, RETRY_PENDING) is not implied by these statuses.
+-- names, same conditions, same order after the key), in collate "C" (functions/lib/lane-key.ts).
+-- A lookup compares all three columns in that collation, with the statuses of the index's
+-- condition, and a condition uses an index column only in the column's own collation: the
+-- consumer's dedupe key and consumer_inbox_aggregate_idx (default collation) cannot serve it,
+-- whatever the statistics (on statistics that said "one row per aggregate", the planner took
+-- consumer_inbox_aggregate_idx, a hot aggregate's whole history, as readily as these), and
+-- consumer_inbox_retry_idx's condition (RECEIVED, RETRY_PENDING) is not implied by these
+-- statuses.
 drop index integration.consumer_inbox_open_lane_idx;
 create index consumer_inbox_open_lane_idx
 on integration.consumer_inbox (consumer_name collate "C", aggregate_type collate "C", aggregate_id collate "C", aggregate_version, received_at, offset_no)
