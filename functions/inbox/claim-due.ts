@@ -6,7 +6,7 @@
  * invariants a change must keep:
  *
  * - Every lookup is an ordered range or a probe of an index whose key is what it asks
- *   (the lane key, laneKey()), so no plan depends on fresh statistics;
+ *   (the lane key, functions/lib/lane-key.ts), so no plan depends on fresh statistics;
  *   test/db/worker/claim-plan.test.ts holds the claim to a budget of buffers and rows
  *   visited per claimed row.
  * - No step joins two CTEs (planned on guessed few rows, such a join is quadratic in the
@@ -21,6 +21,8 @@
 import { DEFAULTS } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { processingPaused } from './consumer-pause';
+import { laneKey, laneKeyOf } from '../lib/lane-key';
+import { ownConsumer } from '../lib/own-consumer';
 import { planOpaque } from '../lib/plan-opaque';
 import type { InboxRow } from './types';
 
@@ -63,21 +65,12 @@ export async function claimDue(q: Queryable, options: ClaimOptions): Promise<Cla
   return toClaim(await claimStatement(q, options));
 }
 
-/**
- * The lane key, `array[consumer_name, aggregate_type, aggregate_id]` of a row of `alias`:
- * the expression consumer_inbox_open_lane_idx and consumer_inbox_in_flight_lane_idx are
- * built on (migration 0050). Written any other way, the lookups below would not use them.
- */
-export const LANE_KEY_COLUMNS = ['consumer_name', 'aggregate_type', 'aggregate_id'] as const;
+/** The lane key's columns (functions/lib/lane-key.ts), which lead the claim's lane indexes. */
+export { LANE_KEY_COLUMNS } from '../lib/lane-key';
 
-function laneKey(q: Queryable, alias: string) {
-  const [consumer, type, id] = LANE_KEY_COLUMNS.map((column) => q(`${alias}.${column}`));
-  return q`array[${consumer}, ${type}, ${id}]`;
-}
-
-/** The lane key of one of `consumerName`'s lanes, from the lane row `g`. */
-function laneKeyOfLane(q: Queryable, consumerName: string) {
-  return q`array[${consumerName}::text, g.aggregate_type, g.aggregate_id]`;
+/** `alias`'s row is in one of `consumerName`'s lanes, the lane row `g`: an index condition. */
+function inLane(q: Queryable, alias: string, consumerName: string) {
+  return q`${laneKeyOf(q, alias)} = ${laneKey(q, q`${consumerName}::text`, q('g.aggregate_type'), q('g.aggregate_id'))}`;
 }
 
 /** The claim's statement, not yet sent (tests EXPLAIN it). */
@@ -107,7 +100,7 @@ function lockedLanes(q: Queryable, consumerName: string, limit: number) {
   return q`locked_lanes as materialized (
       select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id, l.due_at
       from integration.consumer_lane l
-      where l.consumer_name = ${consumerName}
+      where l.consumer_name = ${ownConsumer(q, consumerName)}
         and l.held_by is null
         and l.due_at <= now()
         -- Paused: nothing is taken (evaluated once, before any lane is read or locked).
@@ -133,7 +126,7 @@ function lanesSeen(q: Queryable, consumerName: string) {
       cross join lateral (select 1 from integration.consumer_lane s where s.ctid = g.lane_ctid limit 1) seen
       left join lateral (
         select 1 as found from integration.consumer_inbox p
-        where ${laneKey(q, 'p')} = ${laneKeyOfLane(q, consumerName)}
+        where ${inLane(q, 'p', consumerName)}
           and p.status = 'PROCESSING'
         limit 1
       ) f on true
@@ -156,7 +149,7 @@ function windowRows(q: Queryable, consumerName: string, runLength: number) {
         select d.inbox_id, d.status, d.next_attempt_at, d.aggregate_version, d.received_at, d.offset_no
         from integration.consumer_inbox d
         where not g.in_flight
-          and ${laneKey(q, 'd')} = ${laneKeyOfLane(q, consumerName)}
+          and ${inLane(q, 'd', consumerName)}
           and d.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
         order by d.aggregate_version, d.received_at, d.offset_no
         limit ${runLength + 1}

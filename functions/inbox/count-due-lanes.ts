@@ -8,6 +8,7 @@
  * workers can take in parallel (one aggregate is never processed by two).
  */
 import type { Queryable } from '../lib/db';
+import { ownConsumer } from '../lib/own-consumer';
 
 /**
  * The consumer's lanes a claim could take now, as a subquery: what the claim's own first
@@ -18,7 +19,7 @@ export function dueLanes(q: Queryable, consumerName: string) {
   return q`
     select 1
     from integration.consumer_lane l
-    where l.consumer_name = ${consumerName}
+    where l.consumer_name = ${ownConsumer(q, consumerName)}
       and l.due_at <= now() and l.held_by is null
     order by l.due_at`;
 }

@@ -13,6 +13,7 @@
  * mapping delivers one at a time.
  */
 import type { Queryable } from '../lib/db';
+import { sameLane } from '../lib/lane-key';
 import { planOpaque } from '../lib/plan-opaque';
 
 export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds: readonly string[]): Promise<string[]> {
@@ -29,10 +30,10 @@ export async function deferBehindAggregate(q: Queryable, owner: string, inboxIds
       and ${planOpaque(q, q`r.status = 'PROCESSING'`)}
       and r.locked_by = ${owner}
       and (
-        -- Through consumer_inbox_open_lane_idx, the lane as one value (migration 0050).
+        -- Through consumer_inbox_open_lane_idx, by the lane key (lane-key.ts).
         exists (
           select 1 from integration.consumer_inbox o
-          where array[o.consumer_name, o.aggregate_type, o.aggregate_id] = array[r.consumer_name, r.aggregate_type, r.aggregate_id]
+          where ${sameLane(q, 'o', 'r')}
             and o.status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
             and (o.status <> 'PROCESSING'
                  or (o.inbox_id <> r.inbox_id

@@ -10,6 +10,7 @@
  * test/db/reaper/gauges.test.ts checks the plans with EXPLAIN.
  */
 import type { Queryable } from '../lib/db';
+import { sameLane } from '../lib/lane-key';
 import { processingPaused } from './consumer-pause';
 
 export interface ConsumerGauges {
@@ -60,7 +61,7 @@ export async function readGauges(q: Queryable, consumerNames: readonly string[])
       cross join lateral (
         select count(*) as n
         from integration.consumer_inbox d
-        where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[l.consumer_name, l.aggregate_type, l.aggregate_id]
+        where ${sameLane(q, 'd', 'l')}
           and d.status in ('RECEIVED', 'RETRY_PENDING')
       ) b
       where l.held_by is not null

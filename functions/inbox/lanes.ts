@@ -16,7 +16,7 @@
  * leaves QUARANTINED, whoever moves it.
  */
 import type { Queryable } from '../lib/db';
-import { byLaneKey, type LaneKey } from '../lib/lane-key';
+import { byLaneKey, sameLane, type LaneKey } from '../lib/lane-key';
 
 export { byLaneKey, type LaneKey };
 
@@ -85,7 +85,7 @@ export async function wakeStrandedLanes(q: Queryable, consumerName: string, limi
           and w.held_by is null
           and not exists (
             select 1 from integration.consumer_inbox p
-            where array[p.consumer_name, p.aggregate_type, p.aggregate_id] = array[w.consumer_name, w.aggregate_type, w.aggregate_id]
+            where ${sameLane(q, 'p', 'w')}
               and p.status = 'PROCESSING')
         limit ${limit}
         for update skip locked))

@@ -6,6 +6,7 @@
  * has passed; its due age is how long it has been waiting since it became due.
  */
 import type { Queryable } from '../lib/db';
+import { sameLane } from '../lib/lane-key';
 import { sinceBound, type Since } from './since';
 import type { InboxStatus } from './types';
 
@@ -156,7 +157,7 @@ export async function heldAggregates(q: Queryable, consumerName: string | undefi
     cross join lateral (
       select count(*) as behind
       from integration.consumer_inbox d
-      where array[d.consumer_name, d.aggregate_type, d.aggregate_id] = array[l.consumer_name, l.aggregate_type, l.aggregate_id]
+      where ${sameLane(q, 'd', 'l')}
         and d.status in ('RECEIVED', 'RETRY_PENDING')
     ) b
     where l.held_by is not null

@@ -149,7 +149,7 @@ async function anyOpenRow(admin: Sql): Promise<boolean> {
   const rows = await admin`
     select 1 from integration.consumer_inbox
     where status in ('RECEIVED', 'RETRY_PENDING', 'PROCESSING')
-    order by array[consumer_name, aggregate_type, aggregate_id]
+    order by consumer_name collate "C", aggregate_type collate "C", aggregate_id collate "C"
     limit 1`;
   return rows.length > 0;
 }

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { LANE_KEY_COLUMNS } from '../../../functions/inbox/claim-due';
+import { LANE_KEY_COLLATION } from '../../../functions/lib/lane-key';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRow } from '../../helpers/factories';
 
@@ -96,13 +97,14 @@ describe('domain tables', () => {
 });
 
 describe('the lane key', () => {
-  it("is the expression of the claim's lane indexes, column for column", async () => {
+  it("leads the claim's lane indexes, column for column", async () => {
     const rows = await db.sql<{ indexname: string; indexdef: string }[]>`
       select indexname, indexdef from pg_indexes
       where schemaname = 'integration' and indexname in ('consumer_inbox_open_lane_idx', 'consumer_inbox_in_flight_lane_idx')
       order by indexname`;
 
     expect(rows.map((r) => r.indexname)).toEqual(['consumer_inbox_in_flight_lane_idx', 'consumer_inbox_open_lane_idx']);
-    for (const { indexdef } of rows) expect(indexdef).toContain(`(ARRAY[${LANE_KEY_COLUMNS.join(', ')}])`);
+    const key = LANE_KEY_COLUMNS.map((column) => `${column} COLLATE "${LANE_KEY_COLLATION}"`).join(', ');
+    for (const { indexdef } of rows) expect(indexdef).toContain(`USING btree (${key}, `);
   });
 });

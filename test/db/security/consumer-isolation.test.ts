@@ -89,17 +89,19 @@ beforeAll(async () => {
   await sql.unsafe(auditRow('case-sla'));
 });
 
-describe("a consumer's worker role and the inbox (write-guarded per statement)", () => {
+describe("a consumer's worker role and the inbox (reads held to its own rows, writes guarded per statement)", () => {
   it("moves its own consumer's rows through the status machine", async () => {
     expect(await outcome(projectionWorker, processRows('case-projection'))).toEqual({ rows: 2 });
   });
 
-  it("is refused changing another consumer's rows, alone or among its own", async () => {
-    expect(await outcome(projectionWorker, processRows('notification-service'))).toEqual(REFUSED);
+  it("changes no row of another consumer's: it does not see them, and a change that reaches them unseen is refused", async () => {
+    // A WHERE on the table's columns reads it, under the read policy: another consumer's rows are not there.
+    expect(await outcome(projectionWorker, processRows('notification-service'))).toEqual(NONE);
+    expect(await outcome(slaWorker, processRows('case-projection'))).toEqual(NONE);
+    // Without a WHERE the statement reaches every row, and the own-rows trigger refuses it whole.
     expect(await outcome(projectionWorker, `update integration.consumer_inbox set status = 'PROCESSED', processed_at = now()`)).toEqual(
       REFUSED,
     );
-    expect(await outcome(slaWorker, processRows('case-projection'))).toEqual(REFUSED);
   });
 
   it('can neither insert nor delete inbox rows, its own included', async () => {
@@ -117,13 +119,13 @@ describe("a consumer's ingest role and the inbox", () => {
     expect(await outcome(notificationIngest, inboxRow('case-projection', 'i-other'))).toEqual(REFUSED);
   });
 
-  it("an inline consumer's ingest finishes its own rows and is refused another's", async () => {
+  it("an inline consumer's ingest finishes its own rows and changes none of another's", async () => {
     expect(await outcome(notificationIngest, processRows('notification-service'))).toEqual({ rows: 2 });
-    expect(await outcome(notificationIngest, processRows('case-projection'))).toEqual(REFUSED);
+    expect(await outcome(notificationIngest, processRows('case-projection'))).toEqual(NONE);
   });
 });
 
-describe('the lanes (write-guarded per statement)', () => {
+describe('the lanes (reads held to its own lanes, writes guarded per statement)', () => {
   const dueNow = (consumer: string) => `update integration.consumer_lane set due_at = now() where consumer_name = '${consumer}'`;
   const drop = (consumer: string) => `delete from integration.consumer_lane where consumer_name = '${consumer}'`;
   const add = (consumer: string) =>
@@ -135,10 +137,67 @@ describe('the lanes (write-guarded per statement)', () => {
     expect(await outcome(projectionWorker, add('case-projection'))).toEqual({ rows: 1 });
   });
 
-  it("and is refused another consumer's", async () => {
-    expect(await outcome(projectionWorker, dueNow('case-sla'))).toEqual(REFUSED);
-    expect(await outcome(projectionWorker, drop('case-sla'))).toEqual(REFUSED);
+  it("and changes none of another consumer's: unseen, or refused", async () => {
+    expect(await outcome(projectionWorker, dueNow('case-sla'))).toEqual(NONE);
+    expect(await outcome(projectionWorker, drop('case-sla'))).toEqual(NONE);
     expect(await outcome(projectionWorker, add('case-sla'))).toEqual(REFUSED);
+    expect(await outcome(projectionWorker, `update integration.consumer_lane set due_at = now()`)).toEqual(REFUSED);
+  });
+});
+
+describe("reads of the inbox and the lanes: each consumer's roles see their own consumer's rows only", () => {
+  const consumers = [caseProjection, caseSla, notificationService] as const;
+  // Each consumer has two inbox rows and two lanes (beforeAll); an ingest role may read the key columns only.
+  const inboxOf = (where: string) => `select consumer_name, event_id from integration.consumer_inbox where ${where}`;
+  const lanesOf = (where: string) => `select * from integration.consumer_lane where ${where}`;
+
+  it.each(consumers.flatMap((c) => [[workerRoleOf(c), c.name] as const, [ingestRoleOf(c), c.name] as const]))(
+    '%s: its own inbox rows, none of another consumer',
+    async (role, own) => {
+      expect(await outcome(role, inboxOf(`consumer_name = '${own}'`))).toEqual({ rows: 2 });
+      expect(await outcome(role, inboxOf(`consumer_name <> '${own}'`))).toEqual(NONE);
+      expect(await outcome(role, inboxOf('true'))).toEqual({ rows: 2 });
+      for (const other of consumers.filter((c) => c.name !== own)) {
+        expect(await outcome(role, inboxOf(`consumer_name = '${other.name}'`))).toEqual(NONE);
+      }
+    },
+  );
+
+  it.each(consumers.map((c) => [workerRoleOf(c), c.name] as const))('%s: its own lanes, none of another consumer', async (role, own) => {
+    expect(await outcome(role, lanesOf(`consumer_name = '${own}'`))).toEqual({ rows: 2 });
+    expect(await outcome(role, lanesOf(`consumer_name <> '${own}'`))).toEqual(NONE);
+    expect(await outcome(role, lanesOf('true'))).toEqual({ rows: 2 });
+  });
+
+  it("an ingest role reads no lane (no grant: its lanes are written by the inbox's triggers)", async () => {
+    for (const c of consumers) expect(await outcome(ingestRoleOf(c), lanesOf('true'))).toEqual(REFUSED);
+  });
+
+  it("a worker cannot read another consumer's payload by its id either", async () => {
+    const [row] = await sql<
+      { inbox_id: string }[]
+    >`select inbox_id from integration.consumer_inbox where consumer_name = 'case-sla' limit 1`;
+    expect(await outcome(projectionWorker, `select payload from integration.consumer_inbox where inbox_id = '${row!.inbox_id}'`)).toEqual(
+      NONE,
+    );
+    expect(await outcome(slaWorker, `select payload from integration.consumer_inbox where inbox_id = '${row!.inbox_id}'`)).toEqual({
+      rows: 1,
+    });
+  });
+
+  it('evaluates the policy once per statement: the consumer lookup is an InitPlan, not a per-row SubPlan', async () => {
+    for (const table of ['integration.consumer_inbox', 'integration.consumer_lane']) {
+      const plan = (await db.as(projectionWorker).unsafe(`explain select * from ${table}`)).map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/InitPlan/);
+      expect(plan).not.toMatch(/SubPlan/);
+    }
+  });
+
+  it("the reaper and the ops function read every consumer's rows and lanes", async () => {
+    for (const role of [DatabaseRoles.reaper, DatabaseRoles.ops]) {
+      expect(await outcome(role, inboxOf('true'))).toEqual({ rows: 6 });
+      expect(await outcome(role, lanesOf('true'))).toEqual({ rows: 6 });
+    }
   });
 });
 
@@ -231,9 +290,12 @@ describe('roles', () => {
 
   it('the kind role, reached by SET ROLE, serves no consumer: its writes are refused, its policies match no row', async () => {
     const asKind = async (statement: string) => outcome(projectionWorker, statement, `set local role ${DatabaseRoles.worker}`);
-    expect(await asKind(processRows('case-sla'))).toEqual(REFUSED);
-    expect(await asKind(processRows('case-projection'))).toEqual(REFUSED);
+    expect(await asKind(processRows('case-sla'))).toEqual(NONE);
+    expect(await asKind(processRows('case-projection'))).toEqual(NONE);
+    expect(await asKind(`update integration.consumer_inbox set status = 'PROCESSED', processed_at = now()`)).toEqual(REFUSED);
     expect(await asKind(`select * from integration.consumer_worker_slot`)).toEqual(NONE);
+    expect(await asKind(`select * from integration.consumer_inbox`)).toEqual(NONE);
+    expect(await asKind(`select * from integration.consumer_lane`)).toEqual(NONE);
   });
 
   it('the kind roles of ingest and worker cannot log in, whatever their password', async () => {
