@@ -7,12 +7,12 @@ import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
 import { DEFAULTS, loadConfig, requireConsumerName } from '../lib/config';
 import { getSql } from '../lib/db';
-import { classifyError } from '../lib/errors';
+import { classifyError, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
 import { wakeUpClient, type WorkerTarget } from '../lib/wake-up';
 import { schemaRegistrySchema } from '../framework/schema-registry';
-import { createIngestHandler, failEveryPartition, serverSafe } from './ingest';
+import { createIngestHandler, failEveryPartition } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 

@@ -7,7 +7,8 @@
  */
 import { checkServerIdentity, type PeerCertificate } from 'node:tls';
 import postgres from 'postgres';
-import { ConfigError, type DatabaseConfig } from './config';
+import { ConfigError } from './config';
+import type { DatabaseConfig } from './config-database';
 
 export type Sql = postgres.Sql<Record<string, unknown>>;
 export type TransactionSql = postgres.TransactionSql<Record<string, unknown>>;

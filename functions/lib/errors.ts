@@ -176,6 +176,16 @@ export function classifyError(error: unknown): Classification {
 }
 
 /**
+ * What a log line may say of an error: the message of a client-side error (a refused
+ * connection, a timeout), never a PostgreSQL server's, which can quote the values of the
+ * statement (a data error's "invalid input syntax for type json: …"). SQLSTATE and code say
+ * what happened without them.
+ */
+export function serverSafe(c: { message: string; sqlState?: string | undefined }): { error?: string } {
+  return c.sqlState === undefined ? { error: c.message } : {};
+}
+
+/**
  * A versioned event arrived before its predecessor was applied. Held and retried soon
  * (not with the usual backoff) until the consumer's bounded wait expires; then the
  * worker quarantines the row with AGGREGATE_VERSION_GAP.

@@ -11,6 +11,8 @@
  *
  * Which schedule, worker and mappings are the consumer's: the configuration's maps name
  * them locally; in AWS the consumer directory does (./consumer-directory.ts).
+ * Finding them and switching them is pause-switches.ts; this module orders the calls and
+ * the database write, and says what holds.
  *
  * Neither AWS API is transactional with the database. The AWS calls come first: pausing
  * ingest is what an operator does when the database is in trouble, and it must work then.
@@ -21,27 +23,24 @@
  * database says so. A resume then wakes a worker, so the rows that waited do not wait for
  * the next tick.
  */
-import {
-  GetEventSourceMappingCommand,
-  InvokeCommand,
-  ResourceNotFoundException as MappingNotFound,
-  UpdateEventSourceMappingCommand,
-} from '@aws-sdk/client-lambda';
-import {
-  GetScheduleCommand,
-  ResourceNotFoundException as ScheduleNotFound,
-  UpdateScheduleCommand,
-  type GetScheduleCommandOutput,
-  type UpdateScheduleCommandInput,
-} from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
 import { countInFlight, liftPause, recordPause, type PauseRow, type PauseTarget } from '../inbox/consumer-pause';
 import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
 import { caller, flag, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
 import { OpsError, OpsErrorCodes } from './errors';
-import { readConsumerEntry } from './consumer-directory';
 import { auditLine } from './format';
+import {
+  ingestMappingsOf,
+  switchIngestMapping,
+  switchWorkerSchedule,
+  targetsOf,
+  wakeAfterResume,
+  workerScheduleOf,
+  type Action,
+  type ConsumerTargets,
+  type TargetChange,
+} from './pause-switches';
 
 export const pauseSchema = z.strictObject({
   ...caller,
@@ -53,19 +52,6 @@ export const pauseSchema = z.strictObject({
   ingest: flag,
 });
 export type PauseArgs = z.output<typeof pauseSchema>;
-
-type Action = 'pause' | 'resume';
-
-/** One thing switched: the worker schedule (`group/name`) or an ingest mapping (its UUID). */
-export interface TargetChange {
-  kind: 'worker-schedule' | 'ingest-mapping';
-  id: string;
-  /** Its state before (Scheduler: ENABLED/DISABLED; Lambda: Enabled, Disabled, Enabling, …). */
-  previous: string;
-  /** Its state after: what the update returned (an ESM moves through Disabling/Enabling). */
-  state: string;
-  changed: boolean;
-}
 
 /** A pause as the database holds it. */
 export interface PauseView {
@@ -93,100 +79,6 @@ export interface PauseResult {
   auditId: string | null;
 }
 
-/** Fields GetSchedule returns that UpdateSchedule does not take (read-only), plus the one we change. */
-type NotCarried = 'Arn' | 'CreationDate' | 'LastModificationDate' | 'State' | '$metadata';
-type Carried = Omit<GetScheduleCommandOutput, NotCarried>;
-// A compile-time guard: should the SDK add a field to GetSchedule's output that
-// UpdateSchedule does not accept, this line stops compiling until someone decides.
-const everyCarriedFieldIsUpdatable: Exclude<keyof Carried, keyof UpdateScheduleCommandInput> extends never ? true : never = true;
-void everyCarriedFieldIsUpdatable;
-
-/**
- * UpdateSchedule replaces the whole schedule: an omitted field is reset, not kept. So the
- * input is everything GetSchedule returned (target, input, retry policy, DLQ, window,
- * timezone, dates, KMS key, description, action after completion…), with State changed.
- */
-export function updateInputFrom(current: GetScheduleCommandOutput, state: 'ENABLED' | 'DISABLED'): UpdateScheduleCommandInput {
-  const { Arn: _arn, CreationDate: _created, LastModificationDate: _modified, State: _state, $metadata: _meta, ...carried } = current;
-  const { Name, ScheduleExpression, Target, FlexibleTimeWindow } = carried;
-  if (Name === undefined || ScheduleExpression === undefined || Target === undefined || FlexibleTimeWindow === undefined) {
-    throw new Error('GetSchedule returned a schedule without Name, ScheduleExpression, Target or FlexibleTimeWindow');
-  }
-  return { ...carried, Name, ScheduleExpression, Target, FlexibleTimeWindow, State: state };
-}
-
-/**
- * What the configuration's maps name for a consumer (the local run, tests), else its entry
- * in the consumer directory (AWS: SSM, written by the consumer's stack), read once per command.
- */
-interface ConsumerTargets {
-  workerSchedule: string | undefined;
-  workerFunction: string | undefined;
-  ingestMappings: string[];
-  /** Where these came from, for the messages. */
-  source: string;
-}
-
-async function targetsOf(deps: OpsDeps, consumer: string): Promise<ConsumerTargets> {
-  const { scheduler, ingestMappings, workerFunctions, consumerDirectory } = deps.config;
-  const explicit =
-    scheduler.workerSchedules[consumer] !== undefined || ingestMappings[consumer] !== undefined || workerFunctions[consumer] !== undefined;
-  if (explicit || consumerDirectory === undefined || deps.ssm === undefined) {
-    return {
-      workerSchedule: scheduler.workerSchedules[consumer],
-      workerFunction: workerFunctions[consumer],
-      ingestMappings: ingestMappings[consumer] ?? [],
-      source: 'WORKER_SCHEDULES / INGEST_MAPPINGS',
-    };
-  }
-  const entry = await readConsumerEntry(deps.ssm, consumerDirectory, consumer);
-  return { ...entry, source: `the consumer directory (${consumerDirectory}${consumer})` };
-}
-
-function workerScheduleOf(deps: OpsDeps, consumer: string, targets: ConsumerTargets): { name: string; groupName: string | undefined } {
-  const name = targets.workerSchedule;
-  if (name === undefined) {
-    const configured = Object.keys(deps.config.scheduler.workerSchedules);
-    throw new OpsError(
-      OpsErrorCodes.NOT_CONFIGURED,
-      `consumer "${consumer}" has no worker schedule in WORKER_SCHEDULES (configured: ${configured.join(', ') || 'none'})`,
-    );
-  }
-  return { name, groupName: deps.config.scheduler.groupName };
-}
-
-function ingestMappingsOf(deps: OpsDeps, consumer: string, targets: ConsumerTargets): string[] {
-  const uuids = targets.ingestMappings;
-  if (uuids.length === 0) {
-    const configured = Object.keys(deps.config.ingestMappings);
-    throw new OpsError(
-      OpsErrorCodes.NOT_CONFIGURED,
-      `consumer "${consumer}" has no ingest mappings in ${targets.source === 'WORKER_SCHEDULES / INGEST_MAPPINGS' ? `INGEST_MAPPINGS (configured: ${configured.join(', ') || 'none'})` : targets.source}`,
-    );
-  }
-  return uuids;
-}
-
-async function switchWorkerSchedule(deps: OpsDeps, consumer: string, targets: ConsumerTargets, action: Action): Promise<TargetChange> {
-  const ref = workerScheduleOf(deps, consumer, targets);
-  const id = `${ref.groupName ?? 'default'}/${ref.name}`;
-  const wanted = action === 'pause' ? 'DISABLED' : 'ENABLED';
-  let current: GetScheduleCommandOutput;
-  try {
-    current = await deps.scheduler.send(
-      new GetScheduleCommand({ Name: ref.name, ...(ref.groupName !== undefined ? { GroupName: ref.groupName } : {}) }),
-    );
-  } catch (error) {
-    if (error instanceof ScheduleNotFound) throw new OpsError(OpsErrorCodes.NOT_FOUND, `schedule ${id} does not exist`);
-    throw error;
-  }
-  const previous = current.State ?? 'ENABLED';
-  // Already in the wanted state: no write, so a repeated pause cannot race a resume.
-  if (previous === wanted) return { kind: 'worker-schedule', id, previous, state: previous, changed: false };
-  await deps.scheduler.send(new UpdateScheduleCommand(updateInputFrom(current, wanted)));
-  return { kind: 'worker-schedule', id, previous, state: wanted, changed: true };
-}
-
 export function pauseView(row: PauseRow): PauseView {
   return { target: row.target, pausedBy: row.paused_by, reason: row.reason, since: row.paused_at };
 }
@@ -194,24 +86,6 @@ export function pauseView(row: PauseRow): PauseView {
 /** `worker paused by alice since 2026-…Z (INC-9)`: one line, for stats, event and pause. */
 export function describePause(p: PauseView): string {
   return `${p.target} paused by ${p.pausedBy} since ${p.since.toISOString()}${p.reason !== null ? ` (${p.reason})` : ''}`;
-}
-
-/**
- * UpdateEventSourceMapping changes only the fields it is given (unlike UpdateSchedule), so
- * Enabled alone is sent. A mapping already on its way (Disabling for a pause) is left alone.
- */
-async function switchIngestMapping(deps: OpsDeps, uuid: string, action: Action): Promise<TargetChange> {
-  const done = action === 'pause' ? ['Disabled', 'Disabling'] : ['Enabled', 'Enabling'];
-  let previous: string;
-  try {
-    previous = (await deps.lambda.send(new GetEventSourceMappingCommand({ UUID: uuid }))).State ?? 'unknown';
-  } catch (error) {
-    if (error instanceof MappingNotFound) throw new OpsError(OpsErrorCodes.NOT_FOUND, `event-source mapping ${uuid} does not exist`);
-    throw error;
-  }
-  if (done.includes(previous)) return { kind: 'ingest-mapping', id: uuid, previous, state: previous, changed: false };
-  const updated = await deps.lambda.send(new UpdateEventSourceMappingCommand({ UUID: uuid, Enabled: action === 'resume' }));
-  return { kind: 'ingest-mapping', id: uuid, previous, state: updated.State ?? 'unknown', changed: true };
 }
 
 /** What the database write of a pause or resume returned. */
@@ -244,116 +118,147 @@ async function recordSwitch(
   });
 }
 
-/** Invoke the consumer's worker once (asynchronously), so that what waited is processed now. */
-async function wakeAfterResume(deps: OpsDeps, consumer: string, targets: ConsumerTargets): Promise<'sent' | 'failed' | 'not-configured'> {
-  const functionName = targets.workerFunction;
-  if (functionName === undefined) return 'not-configured';
-  try {
-    await deps.lambda.send(
-      new InvokeCommand({
-        FunctionName: functionName,
-        InvocationType: 'Event',
-        Payload: Buffer.from(JSON.stringify({ source: 'resume' })),
-      }),
-    );
-    return 'sent';
-  } catch (error) {
-    deps.logger?.error('ops_resume_wake_up_failed', { consumer, error: error instanceof Error ? error.name : 'unknown' });
-    return 'failed';
-  }
+const describeError = (failure: unknown) => (failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure));
+
+/** What a pause or resume switches: the worker (its schedule and pause), the ingest mappings, or both. */
+interface Plan {
+  consumer: string;
+  action: Action;
+  worker: boolean;
+  mappings: string[];
+  found: ConsumerTargets;
+  actor: string;
 }
 
-const describeError = (failure: unknown) => (failure instanceof Error ? `${failure.name}: ${failure.message}` : String(failure));
+/** What the AWS calls did: the targets switched, and the first call that failed. */
+interface Switched {
+  targets: TargetChange[];
+  failure: unknown;
+}
 
 /** Pause or resume what `args` names, then record it (see the module comment). */
 export async function switchConsumer(deps: OpsDeps, args: PauseArgs, inv: Invocation, action: Action): Promise<PauseResult> {
-  const consumer = knownConsumer(deps, args.consumer).name;
-  const worker = args.worker || !args.ingest;
-  // Configuration problems are found before anything is switched.
-  const found = await targetsOf(deps, consumer);
-  if (worker) workerScheduleOf(deps, consumer, found);
-  const mappings = args.ingest ? ingestMappingsOf(deps, consumer, found) : [];
-  const actor = actorOf(args, inv);
-
-  const targets: TargetChange[] = [];
-  let failure: unknown;
-  try {
-    if (worker) targets.push(await switchWorkerSchedule(deps, consumer, found, action));
-    for (const uuid of mappings) targets.push(await switchIngestMapping(deps, uuid, action));
-  } catch (error) {
-    failure = error;
-  }
+  const plan = await planSwitch(deps, args, inv, action);
+  const switched = await switchAws(deps, plan);
   // The database decides for the workers: their pause is recorded (or lifted) whatever the
   // schedule call did. An ingest pause is recorded only when its mappings were all switched.
-  const ingestSwitched = args.ingest && failure === undefined;
-  const databaseTargets: PauseTarget[] = [...(worker ? (['worker'] as const) : []), ...(ingestSwitched ? (['ingest'] as const) : [])];
-  const entry: OperatorActionEntry = {
-    action,
-    actor,
-    reason: args.reason ?? null,
-    source: inv.source,
-    requestId: inv.requestId ?? null,
-    dryRun: false,
-    consumerNames: [consumer],
-    request: { worker, ingest: args.ingest },
-    affectedCount: targets.filter((t) => t.changed).length,
-    outcome: { targets, database: databaseTargets, ...(failure !== undefined ? { error: describeError(failure) } : {}) },
-  };
-  let recorded: Recorded | undefined;
-  let databaseError: unknown;
-  try {
-    recorded = await recordSwitch(
-      deps,
-      entry,
-      consumer,
-      action === 'pause' ? databaseTargets : [],
-      action === 'resume' ? databaseTargets : [],
-    );
-  } catch (error) {
-    databaseError = error;
-    deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
-  }
+  const ingestSwitched = args.ingest && switched.failure === undefined;
+  const databaseTargets: PauseTarget[] = [...(plan.worker ? (['worker'] as const) : []), ...(ingestSwitched ? (['ingest'] as const) : [])];
+  const entry = auditEntry(plan, args, inv, switched, databaseTargets);
+  const { recorded, databaseError } = await record(deps, plan, entry, databaseTargets);
   const workerPaused = recorded?.paused.some((p) => p.target === 'worker');
   const wakeUp =
-    action === 'resume' && worker && recorded !== undefined && !workerPaused ? await wakeAfterResume(deps, consumer, found) : undefined;
+    action === 'resume' && plan.worker && recorded !== undefined && !workerPaused
+      ? await wakeAfterResume(deps, plan.consumer, plan.found)
+      : undefined;
   const result: PauseResult = {
-    consumer,
+    consumer: plan.consumer,
     action,
-    targets,
+    targets: switched.targets,
     paused: recorded?.paused.map(pauseView) ?? null,
     ...(recorded?.inFlight !== undefined ? { inFlight: recorded.inFlight } : {}),
     ...(wakeUp !== undefined ? { wakeUp } : {}),
     auditId: recorded?.auditId ?? null,
   };
   deps.logger?.info(`ops_${action}`, {
-    consumer,
-    targets,
-    actor,
+    consumer: plan.consumer,
+    targets: switched.targets,
+    actor: plan.actor,
     reason: args.reason,
     auditId: result.auditId,
-    failed: failure !== undefined,
+    failed: switched.failure !== undefined,
   });
+  throwIfPartial(plan, result, switched.failure, databaseError, { recorded: recorded !== undefined, workerPaused });
+  return result;
+}
 
+/** The consumer's targets; configuration problems are found before anything is switched. */
+async function planSwitch(deps: OpsDeps, args: PauseArgs, inv: Invocation, action: Action): Promise<Plan> {
+  const consumer = knownConsumer(deps, args.consumer).name;
+  const worker = args.worker || !args.ingest;
+  const found = await targetsOf(deps, consumer);
+  if (worker) workerScheduleOf(deps, consumer, found);
+  const mappings = args.ingest ? ingestMappingsOf(deps, consumer, found) : [];
+  return { consumer, action, worker, mappings, found, actor: actorOf(args, inv) };
+}
+
+/** The AWS calls, first (see the module comment): the worker schedule, then each mapping, until one fails. */
+async function switchAws(deps: OpsDeps, plan: Plan): Promise<Switched> {
+  const targets: TargetChange[] = [];
+  try {
+    if (plan.worker) targets.push(await switchWorkerSchedule(deps, plan.consumer, plan.found, plan.action));
+    for (const uuid of plan.mappings) targets.push(await switchIngestMapping(deps, uuid, plan.action));
+  } catch (error) {
+    return { targets, failure: error };
+  }
+  return { targets, failure: undefined };
+}
+
+function auditEntry(plan: Plan, args: PauseArgs, inv: Invocation, switched: Switched, databaseTargets: PauseTarget[]): OperatorActionEntry {
+  const { targets, failure } = switched;
+  return {
+    action: plan.action,
+    actor: plan.actor,
+    reason: args.reason ?? null,
+    source: inv.source,
+    requestId: inv.requestId ?? null,
+    dryRun: false,
+    consumerNames: [plan.consumer],
+    request: { worker: plan.worker, ingest: args.ingest },
+    affectedCount: targets.filter((t) => t.changed).length,
+    outcome: { targets, database: databaseTargets, ...(failure !== undefined ? { error: describeError(failure) } : {}) },
+  };
+}
+
+/** The database write; when it fails, the log carries the audit row instead. */
+async function record(
+  deps: OpsDeps,
+  plan: Plan,
+  entry: OperatorActionEntry,
+  databaseTargets: PauseTarget[],
+): Promise<{ recorded: Recorded | undefined; databaseError: unknown }> {
+  try {
+    const recorded = await recordSwitch(
+      deps,
+      entry,
+      plan.consumer,
+      plan.action === 'pause' ? databaseTargets : [],
+      plan.action === 'resume' ? databaseTargets : [],
+    );
+    return { recorded, databaseError: undefined };
+  } catch (error) {
+    deps.logger?.error('ops_audit_unwritten', { ...entry, error: error instanceof Error ? error.name : 'unknown' });
+    return { recorded: undefined, databaseError: error };
+  }
+}
+
+/** When one side failed: what holds, in an OpsError (PARTIALLY_APPLIED, or the refusal's own code) carrying the result. */
+function throwIfPartial(
+  plan: Plan,
+  result: PauseResult,
+  failure: unknown,
+  databaseError: unknown,
+  state: { recorded: boolean; workerPaused: boolean | undefined },
+): void {
+  const { consumer, action, worker } = plan;
   const problems: string[] = [];
   if (failure !== undefined) problems.push(`an AWS call failed (${describeError(failure)})`);
   // Only the workers' pause lives in the database alone; an ingest pause holds in its mappings.
   if (databaseError !== undefined && worker) problems.push(`the database could not record it (${describeError(databaseError)})`);
-  if (problems.length > 0) {
-    const holds =
-      action === 'pause'
-        ? workerPaused
-          ? 'the consumer IS paused for its workers (the database decides)'
-          : worker
-            ? 'the consumer is NOT paused for its workers'
-            : 'its ingest may be only partly paused'
-        : recorded !== undefined && !workerPaused
-          ? 'the consumer is resumed for its workers (the database decides)'
-          : 'the consumer is STILL paused for its workers';
-    // A refusal of ours (a schedule or mapping that does not exist) keeps its code.
-    const code = failure instanceof OpsError ? failure.code : OpsErrorCodes.PARTIALLY_APPLIED;
-    throw new OpsError(code, `${consumer}: ${action} partly applied: ${problems.join('; ')}; ${holds}. Run ${action} again.`, { result });
-  }
-  return result;
+  if (problems.length === 0) return;
+  const holds =
+    action === 'pause'
+      ? state.workerPaused
+        ? 'the consumer IS paused for its workers (the database decides)'
+        : worker
+          ? 'the consumer is NOT paused for its workers'
+          : 'its ingest may be only partly paused'
+      : state.recorded && !state.workerPaused
+        ? 'the consumer is resumed for its workers (the database decides)'
+        : 'the consumer is STILL paused for its workers';
+  // A refusal of ours (a schedule or mapping that does not exist) keeps its code.
+  const code = failure instanceof OpsError ? failure.code : OpsErrorCodes.PARTIALLY_APPLIED;
+  throw new OpsError(code, `${consumer}: ${action} partly applied: ${problems.join('; ')}; ${holds}. Run ${action} again.`, { result });
 }
 
 export function formatPause(r: PauseResult): string {

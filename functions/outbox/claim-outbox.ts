@@ -59,13 +59,38 @@ export async function claimOutbox(q: Queryable, options: OutboxClaimOptions): Pr
   return toClaim(await claimOutboxStatement(q, options));
 }
 
-/** The claim's statement, not yet sent (tests EXPLAIN it). */
+/**
+ * The claim's statement, not yet sent (tests EXPLAIN it), composed of the named steps
+ * below: the due lanes locked, their first unpublished rows, the runs taken, then the rows
+ * and lanes written.
+ */
 export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) {
   const { owner, limit } = options;
   const runLength = Math.max(1, Math.min(options.runLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return q<ClaimRecord[]>`
-    with lanes as materialized (
+    with ${lockedLanes(q, limit)},
+    ${windowRows(q, runLength)},
+    ${laneView(q)},
+    ${taken(q, limit, runLength)},
+    ${claimedRows(q, owner)},
+    ${lockedRuns(q, owner, leaseSeconds)},
+    ${corrected(q)},
+    ${emptied(q)}
+    -- One row even when nothing was claimed, to carry the corrected lanes' count.
+    select c.*, d.deferred_lanes
+    from (select count(*)::int as deferred_lanes from corrected) d
+    left join claimed c on true
+    order by c.lane_no, c.pos`;
+}
+
+/**
+ * The due lanes, locked, skipping those another relay holds, numbered in claim order: free
+ * lanes that are due, and lanes whose relay's lease ran out. Each set is an ordered range of
+ * its own (limit each), found again by ctid for the lock.
+ */
+function lockedLanes(q: Queryable, limit: number) {
+  return q`lanes as materialized (
       select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id,
              row_number() over (order by coalesce(l.due_at, l.lease_expires_at), l.aggregate_type, l.aggregate_id) as lane_no
       from (
@@ -84,9 +109,12 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
              limit ${limit})))
         for update of l skip locked
       ) l
-    ),
-    -- Each lane's first unpublished rows: one more than a run, to see whether more follow.
-    window_rows as materialized (
+    )`;
+}
+
+/** Each lane's first unpublished rows: one more than a run, to see whether more follow. */
+function windowRows(q: Queryable, runLength: number) {
+  return q`window_rows as materialized (
       select g.lane_no, o.outbox_seq,
              row_number() over (partition by g.lane_no order by o.outbox_seq) as pos,
              o.next_attempt_at is null or o.next_attempt_at <= now() as due,
@@ -101,18 +129,27 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
         order by o.outbox_seq
         limit ${runLength + 1}
       ) o
-    ),
-    lane_view as materialized (
+    )`;
+}
+
+/** What each lane's window says: its run of due rows from the head, when its head is due, how many rows it saw. */
+function laneView(q: Queryable) {
+  return q`lane_view as materialized (
       select w.lane_no,
              coalesce(min(w.pos) filter (where not w.due), count(*) + 1) - 1 as clear_rows,
              min(w.due_at) filter (where w.pos = 1) as head_due_at,
              count(*) as seen_rows
       from window_rows w
       group by w.lane_no
-    ),
-    -- The runs, cut at the claim's limit; a lane has more to publish when its window saw a
-    -- row after the last one taken (positions are 1, 2, … seen_rows).
-    taken as materialized (
+    )`;
+}
+
+/**
+ * The runs, cut at the claim's limit; a lane has more to publish when its window saw a
+ * row after the last one taken (positions are 1, 2, … seen_rows).
+ */
+function taken(q: Queryable, limit: number, runLength: number) {
+  return q`taken as materialized (
       select r.outbox_seq, r.lane_no, r.pos,
              r.seen_rows > max(r.pos) over (partition by r.lane_no) as more
       from (
@@ -122,13 +159,18 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
         where w.pos <= least(v.clear_rows, ${runLength})
       ) r
       where r.n <= ${limit}
-    ),
-    -- Each taken row by its primary key, its lane and place carried along: a join of the
-    -- returned rows to taken afterwards would compare every pair (planned on a CTE's
-    -- estimate of a few rows, it runs as a nested loop: quadratic in the batch). The state
-    -- check is opaque (plan-opaque.ts), so that the only index the join can use is the key:
-    -- written plainly, it lets the planner read every unpublished row for each taken one.
-    claimed as (
+    )`;
+}
+
+/**
+ * Each taken row by its primary key, its lane and place carried along: a join of the
+ * returned rows to taken afterwards would compare every pair (planned on a CTE's
+ * estimate of a few rows, it runs as a nested loop: quadratic in the batch). The state
+ * check is opaque (plan-opaque.ts), so that the only index the join can use is the key:
+ * written plainly, it lets the planner read every unpublished row for each taken one.
+ */
+function claimedRows(q: Queryable, owner: string) {
+  return q`claimed as (
       update integration.outbox o
       set claimed_by = ${owner}, claimed_at = now()
       from taken t
@@ -137,33 +179,40 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
       returning o.outbox_seq, o.event_id::text, o.consumer_name, o.source_event_id, o.ordinal, o.topic_name,
                 o.event_type, o.event_version, o.aggregate_type, o.aggregate_id, o.producer, o.correlation_id,
                 o.occurred_at, o.payload, o.attempt_count, t.lane_no, t.pos, t.more
-    ),
-    locked as (
+    )`;
+}
+
+/** The lanes a run was taken from, held under `owner`'s lease: no other relay claims them until it ends. */
+function lockedRuns(q: Queryable, owner: string, leaseSeconds: number) {
+  return q`locked as (
       update integration.outbox_lane l
       set locked_by = ${owner}, locked_at = now(), lease_expires_at = now() + make_interval(secs => ${leaseSeconds}),
           due_at = null, updated_at = now()
       where l.ctid = any(array(select g.lane_ctid from lanes g where g.lane_no in (select t.lane_no from taken t)))
-    ),
-    -- Head backing off: not claimed; look again when it is due (a lane taken over from a
-    -- dead relay is let go too).
-    corrected as (
+    )`;
+}
+
+/**
+ * Head backing off: not claimed; look again when it is due (a lane taken over from a
+ * dead relay is let go too).
+ */
+function corrected(q: Queryable) {
+  return q`corrected as (
       update integration.outbox_lane l
       set due_at = v.head_due_at, locked_by = null, locked_at = null, lease_expires_at = null, updated_at = now()
       from lanes g join lane_view v on v.lane_no = g.lane_no
       where l.ctid = g.lane_ctid and v.clear_rows = 0
       returning 1
-    ),
-    -- Nothing unpublished left.
-    emptied as (
+    )`;
+}
+
+/** Lanes with nothing unpublished left: deleted. */
+function emptied(q: Queryable) {
+  return q`emptied as (
       delete from integration.outbox_lane l
       where l.ctid = any(array(
           select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no)))
-    )
-    -- One row even when nothing was claimed, to carry the corrected lanes' count.
-    select c.*, d.deferred_lanes
-    from (select count(*)::int as deferred_lanes from corrected) d
-    left join claimed c on true
-    order by c.lane_no, c.pos`;
+    )`;
 }
 
 function toClaim(records: readonly ClaimRecord[]): OutboxClaim {

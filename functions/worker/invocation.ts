@@ -25,42 +25,18 @@
  * Nothing here is needed for correctness — claims, leases and fences are — only for how
  * soon a row is processed; so a wake-up that fails is logged and counted, never thrown.
  */
-import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../framework/types';
-import { countDueLanes } from '../inbox/count-due-lanes';
 import { workerPause } from '../inbox/consumer-pause';
-import {
-  dropInvitation,
-  ensureSlots,
-  leaveSlot,
-  renewSlot,
-  reserveInvitations,
-  takeFreeSlot,
-  takeInvitedSlot,
-  type LeaveMode,
-} from '../inbox/worker-slot';
+import { dropInvitation, ensureSlots, takeFreeSlot, takeInvitedSlot } from '../inbox/worker-slot';
 import { DEFAULTS, type Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError } from '../lib/errors';
-import { MetricNames } from '../lib/metric-names';
-import { count } from '../lib/observability';
-import { newOwnerId, runWorker, type BatchStats, type StopReason, type WorkerResult } from './run-worker';
-import { INVITATION_GRACE_SECONDS, isInvited, readWorkerEvent, sendWakeUp, type InvitedEvent, type WorkerTarget } from '../lib/wake-up';
-
-/**
- * A slot's hold, renewed every third of it while the worker is awake: a worker that died
- * keeps its slot (and the ingest's gate closed) this long at most.
- */
-export const SLOT_HOLD_SECONDS = 15;
-const RENEW_EVERY_MS = (SLOT_HOLD_SECONDS * 1000) / 3;
-
-/** A worker weighs fanning out at most this often: the backlog count is cheap, not free. */
-const FAN_OUT_CHECK_MS = 1_000;
-
-/** The most due lanes one backlog count reads. */
-const MAX_BACKLOG_COUNT = 100_000;
+import { isInvited, readWorkerEvent, type WorkerEvent, type WorkerTarget } from '../lib/wake-up';
+import { fanOut, type FanOutPolicy, type FanOutState } from './fan-out';
+import { newOwnerId, runWorker, type StopReason, type WorkerResult } from './run-worker';
+import { leave, openSession, renewIfDue, SLOT_HOLD_SECONDS, wakeInvited, type SlotScope, type SlotSession } from './slot-session';
 
 export interface InvocationDependencies {
   sql: Sql;
@@ -102,159 +78,133 @@ const NOTHING: Omit<InvocationResult, 'stoppedBy' | 'slot'> = {
   handedOver: false,
 };
 
+/** What every invocation of the process works with, fixed when it starts. */
+interface InvocationSetup {
+  deps: InvocationDependencies;
+  scope: SlotScope;
+  maxSlots: number;
+  drainSeconds: number;
+  /** This worker function when wake-ups are on: the target of its fan-out and hand-over. */
+  self: WorkerTarget | undefined;
+  /** ensureSlots has run in this process. */
+  slotsReady: boolean;
+}
+
 /** The worker's invocation handler (handler.ts, the local run), slots prepared once per process. */
 export function createWorkerInvocation(deps: InvocationDependencies) {
-  const { sql, consumer, logger, metrics } = deps;
   const { worker } = deps.config;
-  const maxSlots = worker.maxConcurrency ?? DEFAULTS.workerMaxConcurrency;
-  const drainSeconds = worker.fanOutDrainSeconds ?? DEFAULTS.workerFanOutDrainSeconds;
-  const self = deps.config.wakeUps.enabled ? deps.self : undefined;
-  let slotsReady = false;
-
-  return async function invoke(rawEvent: unknown, context: InvocationContext): Promise<InvocationResult> {
-    const { event, unexpected } = readWorkerEvent(rawEvent, consumer.name);
-    if (unexpected) logger.warn('worker_event_unexpected', { consumerName: consumer.name, note: 'run as a scheduled invocation' });
-    // The request id names the invocation; the suffix keeps it unique when Lambda delivers
-    // an asynchronous invocation again under the same request id.
-    const owner = newOwnerId(`worker:${context.awsRequestId}`);
-    const remainingMs = () => context.getRemainingTimeInMillis();
-    const holdSeconds = () => Math.max(0.001, Math.min(SLOT_HOLD_SECONDS, remainingMs() / 1000));
-
-    const pause = await workerPause(sql, consumer.name);
-    if (pause !== null) {
-      if (isInvited(event)) {
-        await dropInvitation(sql, { consumerName: consumer.name, slotNo: event.slot, invitation: event.invitation });
-      }
-      logger.info('worker_paused', {
-        consumerName: consumer.name,
-        source: event.source,
-        pausedBy: pause.paused_by,
-        pausedAt: pause.paused_at,
-      });
-      return { ...NOTHING, stoppedBy: 'paused', slot: null };
-    }
-    if (!slotsReady) {
-      await ensureSlots(sql, consumer.name, maxSlots);
-      slotsReady = true;
-    }
-    let slotNo: number | null = null;
-    if (isInvited(event)) {
-      const invited = { consumerName: consumer.name, slotNo: event.slot, invitation: event.invitation, owner, holdSeconds: holdSeconds() };
-      if (await takeInvitedSlot(sql, invited)) slotNo = event.slot;
-    }
-    slotNo ??= await takeFreeSlot(sql, { consumerName: consumer.name, maxSlots, owner, seconds: holdSeconds() });
-    if (slotNo === null) {
-      logger.info('worker_not_needed', { consumerName: consumer.name, source: event.source, maxConcurrency: maxSlots });
-      return { ...NOTHING, stoppedBy: 'no-slot', slot: null };
-    }
-    const slot = { consumerName: consumer.name, slotNo, owner };
-    let holding = true;
-    let renewedAt = performance.now();
-    let fanOutCheckedAt = -Infinity;
-    let fannedOut = 0;
-    let handedOver = false;
-
-    const leave = async (mode: LeaveMode, invitation?: string) => {
-      const outcome = await leaveSlot(sql, {
-        ...slot,
-        mode,
-        ...(invitation ? { invitation, graceSeconds: INVITATION_GRACE_SECONDS } : {}),
-      });
-      if (outcome !== 'stayed') holding = false;
-      return outcome;
-    };
-
-    const wake = async (invitations: readonly { slotNo: number; invitation: string }[], source: InvitedEvent['source']) => {
-      const sent = await Promise.all(
-        invitations.map((i) =>
-          sendWakeUp(self!, { source, consumerName: consumer.name, slot: i.slotNo, invitation: i.invitation }, { logger, metrics }),
-        ),
-      );
-      return sent.filter(Boolean).length;
-    };
-
-    /**
-     * Fan out when the backlog would take this worker alone longer than the horizon (the
-     * configured drain time, or what is left of its budget if less) to drain, at the rate it
-     * has drained lanes so far: as many workers in all as that takes, up to the slots.
-     */
-    const fanOut = async (batch: BatchStats) => {
-      if (self === undefined || maxSlots <= 1 || !batch.full || batch.busyMs <= 0) return;
-      if (performance.now() - fanOutCheckedAt < FAN_OUT_CHECK_MS) return;
-      fanOutCheckedAt = performance.now();
-      const horizonSeconds = Math.min(drainSeconds, (remainingMs() - worker.safetyMarginMs) / 1000);
-      if (horizonSeconds <= 0) return;
-      const perWorker = Math.max(1, (batch.totalLanes / batch.busyMs) * 1000 * horizonSeconds);
-      try {
-        const backlog = await countDueLanes(sql, consumer.name, Math.min(MAX_BACKLOG_COUNT, Math.ceil(perWorker * maxSlots)));
-        const wanted = Math.min(maxSlots, Math.ceil(backlog / perWorker));
-        if (wanted <= 1) return;
-        const invitations = await reserveInvitations(sql, {
-          consumerName: consumer.name,
-          maxSlots,
-          wanted,
-          prefix: `fan-out:${owner}`,
-          seconds: INVITATION_GRACE_SECONDS,
-        });
-        if (invitations.length === 0) return;
-        fannedOut += await wake(invitations, 'fan-out');
-        logger.info('worker_fanned_out', { consumerName: consumer.name, dueLanes: backlog, wanted, invited: invitations.length });
-      } catch (error) {
-        const c = classifyError(error);
-        count(metrics, MetricNames.WakeUpFailures, 1);
-        logger.warn('wake_up_failed', {
-          consumerName: consumer.name,
-          source: 'fan-out',
-          stage: 'gate',
-          errorCode: c.code,
-          sqlState: c.sqlState,
-        });
-      }
-    };
-
-    try {
-      const result = await runWorker({
-        sql,
-        consumer,
-        config: deps.config,
-        logger,
-        metrics,
-        owner,
-        remainingMs,
-        ...(deps.random ? { random: deps.random } : {}),
-        awake: {
-          idleMs: worker.idleMs ?? 0,
-          pollMs: worker.pollMs ?? DEFAULTS.workerPollMs,
-          ...(deps.sleep ? { sleep: deps.sleep } : {}),
-          beforeClaim: async () => {
-            if (performance.now() - renewedAt < RENEW_EVERY_MS) return true;
-            renewedAt = performance.now();
-            holding = await renewSlot(sql, { ...slot, holdSeconds: holdSeconds() });
-            if (!holding) logger.warn('worker_slot_lost', { consumerName: consumer.name, slot: slotNo });
-            return holding;
-          },
-          afterBatch: fanOut,
-          // Free the slot only with nothing due, in one statement: rows an ingest batch
-          // stored while it saw this worker awake are claimed before it goes.
-          mayStop: async () => (await leave('stay')) !== 'stayed',
-        },
-      });
-      if (holding && result.stoppedBy === 'budget' && self !== undefined) {
-        const invitation = `hand-over:${owner}`;
-        if ((await leave('hand-over', invitation)) === 'handed-over') {
-          handedOver = (await wake([{ slotNo, invitation }], 'hand-over')) === 1;
-        }
-      }
-      if (holding) await leave('leave');
-      return { ...result, slot: slotNo, fannedOut, handedOver };
-    } finally {
-      if (holding) {
-        // The invocation failed: free the slot now rather than when its hold lapses, if the
-        // database still answers.
-        await leave('leave').catch((error: unknown) =>
-          logger.warn('worker_slot_not_freed', { consumerName: consumer.name, slot: slotNo, errorCode: classifyError(error).code }),
-        );
-      }
-    }
+  const setup: InvocationSetup = {
+    deps,
+    scope: { sql: deps.sql, consumerName: deps.consumer.name, logger: deps.logger, metrics: deps.metrics },
+    maxSlots: worker.maxConcurrency ?? DEFAULTS.workerMaxConcurrency,
+    drainSeconds: worker.fanOutDrainSeconds ?? DEFAULTS.workerFanOutDrainSeconds,
+    self: deps.config.wakeUps.enabled ? deps.self : undefined,
+    slotsReady: false,
   };
+  return (rawEvent: unknown, context: InvocationContext): Promise<InvocationResult> => invoke(setup, rawEvent, context);
+}
+
+/** One invocation: paused? take a slot, drain in it, leave it. */
+async function invoke(setup: InvocationSetup, rawEvent: unknown, context: InvocationContext): Promise<InvocationResult> {
+  const { sql, consumerName, logger } = setup.scope;
+  const { event, unexpected } = readWorkerEvent(rawEvent, consumerName);
+  if (unexpected) logger.warn('worker_event_unexpected', { consumerName, note: 'run as a scheduled invocation' });
+  // The request id names the invocation; the suffix keeps it unique when Lambda delivers
+  // an asynchronous invocation again under the same request id.
+  const owner = newOwnerId(`worker:${context.awsRequestId}`);
+  const remainingMs = () => context.getRemainingTimeInMillis();
+  const holdSeconds = () => Math.max(0.001, Math.min(SLOT_HOLD_SECONDS, remainingMs() / 1000));
+
+  if (await stayPaused(setup, event)) return { ...NOTHING, stoppedBy: 'paused', slot: null };
+  if (!setup.slotsReady) {
+    await ensureSlots(sql, consumerName, setup.maxSlots);
+    setup.slotsReady = true;
+  }
+  const slotNo = await takeSlot(setup, event, owner, holdSeconds);
+  if (slotNo === null) {
+    logger.info('worker_not_needed', { consumerName, source: event.source, maxConcurrency: setup.maxSlots });
+    return { ...NOTHING, stoppedBy: 'no-slot', slot: null };
+  }
+  const session = openSession(setup.scope, slotNo, owner, holdSeconds);
+  try {
+    return await drainInSlot(setup, session, remainingMs);
+  } finally {
+    if (session.holding) {
+      // The invocation failed: free the slot now rather than when its hold lapses, if the
+      // database still answers.
+      await leave(session, 'leave').catch((error: unknown) =>
+        logger.warn('worker_slot_not_freed', { consumerName, slot: slotNo, errorCode: classifyError(error).code }),
+      );
+    }
+  }
+}
+
+/** The consumer's processing is paused: free the slot an invitation reserved, log, and say so. */
+async function stayPaused(setup: InvocationSetup, event: WorkerEvent): Promise<boolean> {
+  const { sql, consumerName, logger } = setup.scope;
+  const pause = await workerPause(sql, consumerName);
+  if (pause === null) return false;
+  if (isInvited(event)) {
+    await dropInvitation(sql, { consumerName, slotNo: event.slot, invitation: event.invitation });
+  }
+  logger.info('worker_paused', {
+    consumerName,
+    source: event.source,
+    pausedBy: pause.paused_by,
+    pausedAt: pause.paused_at,
+  });
+  return true;
+}
+
+/** The slot an invitation reserved for this worker, else the lowest free one; null when none is free. */
+async function takeSlot(setup: InvocationSetup, event: WorkerEvent, owner: string, holdSeconds: () => number): Promise<number | null> {
+  const { sql, consumerName } = setup.scope;
+  if (isInvited(event)) {
+    const invited = { consumerName, slotNo: event.slot, invitation: event.invitation, owner, holdSeconds: holdSeconds() };
+    if (await takeInvitedSlot(sql, invited)) return event.slot;
+  }
+  return takeFreeSlot(sql, { consumerName, maxSlots: setup.maxSlots, owner, seconds: holdSeconds() });
+}
+
+/** Drain awake in the slot (runWorker), fanning out on the way; then hand over or leave. */
+async function drainInSlot(setup: InvocationSetup, session: SlotSession, remainingMs: () => number): Promise<InvocationResult> {
+  const { deps, self } = setup;
+  const { worker } = deps.config;
+  const policy: FanOutPolicy = {
+    self,
+    maxSlots: setup.maxSlots,
+    drainSeconds: setup.drainSeconds,
+    safetyMarginMs: worker.safetyMarginMs,
+    remainingMs,
+  };
+  const fanOuts: FanOutState = { checkedAt: -Infinity, fannedOut: 0 };
+  const result = await runWorker({
+    sql: deps.sql,
+    consumer: deps.consumer,
+    config: deps.config,
+    logger: deps.logger,
+    metrics: deps.metrics,
+    owner: session.owner,
+    remainingMs,
+    ...(deps.random ? { random: deps.random } : {}),
+    awake: {
+      idleMs: worker.idleMs ?? 0,
+      pollMs: worker.pollMs ?? DEFAULTS.workerPollMs,
+      ...(deps.sleep ? { sleep: deps.sleep } : {}),
+      beforeClaim: () => renewIfDue(session),
+      afterBatch: (batch) => fanOut(session, policy, fanOuts, batch),
+      // Free the slot only with nothing due, in one statement: rows an ingest batch
+      // stored while it saw this worker awake are claimed before it goes.
+      mayStop: async () => (await leave(session, 'stay')) !== 'stayed',
+    },
+  });
+  let handedOver = false;
+  if (session.holding && result.stoppedBy === 'budget' && self !== undefined) {
+    const invitation = `hand-over:${session.owner}`;
+    if ((await leave(session, 'hand-over', invitation)) === 'handed-over') {
+      handedOver = (await wakeInvited(setup.scope, self, [{ slotNo: session.slotNo, invitation }], 'hand-over')) === 1;
+    }
+  }
+  if (session.holding) await leave(session, 'leave');
+  return { ...result, slot: session.slotNo, fannedOut: fanOuts.fannedOut, handedOver };
 }

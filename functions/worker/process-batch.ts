@@ -27,12 +27,11 @@
  * still PROCESSING under this owner: the caller marks them for retry, or, if the database
  * is unreachable, their leases expire and the reaper returns them. Either way a row's
  * effects are applied at most once per committed status change.
+ *
+ * How the rows run (each row's step, the fast path, the slow path) is run-lanes.ts; this
+ * module holds the transaction around them: the fence, and the settlement it commits.
  */
-import { performance } from 'node:perf_hooks';
-import { quarantinePolicyOf, type ConsumerDeclaration, type EventHandler, type InboxEvent } from '../framework/types';
-import { prepareDispatch, runBatch } from '../framework/dispatch';
-import { isBatchHandler, type BatchEventHandler } from '../framework/define';
-import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
+import { quarantinePolicyOf, type ConsumerDeclaration } from '../framework/types';
 import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
@@ -40,6 +39,7 @@ import { releaseClaimed } from '../inbox/release-claimed';
 import { holdLanes, wakeLanes, type LaneHold, type LaneKey } from '../inbox/lanes';
 import type { Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
+import { failedOutcome, runLanes, stepOf, type LaneResult } from './run-lanes';
 
 export interface RowResult {
   row: ClaimedRow;
@@ -89,166 +89,6 @@ export interface BatchContext {
   random?: () => number;
 }
 
-interface Runnable {
-  row: ClaimedRow;
-  run: (tx: TransactionSql) => Promise<void>;
-  handler: EventHandler<any>;
-  event: InboxEvent;
-}
-
-/** One row of a lane's run, as far as it could be decided before running anything. */
-type Step = { kind: 'run'; runnable: Runnable } | { kind: 'settled'; result: RowResult };
-
-function succeeded(outcome: Outcome): boolean {
-  return outcome.status === 'PROCESSED' || outcome.status === 'IGNORED';
-}
-
-/** Thrown inside the fast path's savepoint to roll it back; never escapes this module. */
-class FastPathFailed extends Error {}
-
-function failedOutcome(ctx: BatchContext, row: ClaimedRow, error: unknown): Outcome {
-  return outcomeForFailure(
-    ctx.consumer.retry,
-    { inboxId: row.inbox_id, attempt: row.attempt_count, waitedSeconds: row.waited_seconds },
-    error,
-    ctx.random,
-  );
-}
-
-/** Decide what can be decided without the database: IGNORED, quarantines before dispatch, exhausted attempts. */
-function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
-  const exhausted = outcomeForExhausted(ctx.consumer.retry, row.inbox_id, row.attempt_count);
-  if (exhausted !== undefined) return { kind: 'settled', result: { row, outcome: exhausted, durationMs: 0 } };
-  try {
-    const prepared = prepareDispatch(ctx.consumer, row);
-    if (prepared.kind === 'ignored') {
-      return { kind: 'settled', result: { row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 } };
-    }
-    return { kind: 'run', runnable: { row, run: prepared.run, handler: prepared.handler, event: prepared.event } };
-  } catch (error) {
-    return { kind: 'settled', result: { row, outcome: failedOutcome(ctx, row, error), durationMs: 0 } };
-  }
-}
-
-/**
- * The units of one stage: the events of a set-based handler together (one statement for
- * all of them), every other event on its own. The rows of a stage are of different
- * aggregates, so the units are independent of each other.
- */
-function units(
-  consumer: ConsumerDeclaration,
-  stage: readonly Runnable[],
-): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
-  const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
-  const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
-  for (const r of stage) {
-    if (isBatchHandler(r.handler)) {
-      const group = grouped.get(r.handler);
-      if (group === undefined) grouped.set(r.handler, [r]);
-      else group.push(r);
-    } else {
-      out.push({ rows: [r.row], run: r.run });
-    }
-  }
-  for (const [handler, group] of grouped) {
-    out.push({
-      rows: group.map((g) => g.row),
-      run: (tx) =>
-        runBatch(
-          consumer,
-          handler,
-          tx,
-          group.map((g) => g.event),
-        ),
-    });
-  }
-  return out;
-}
-
-/**
- * Every run's runnable rows, stage by stage, in one savepoint. Resolves to per-row
- * durations, or undefined if anything failed (the savepoint is then rolled back).
- */
-async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
-  const durations = new Map<string, number>();
-  const depth = Math.max(0, ...runs.map((r) => r.length));
-  try {
-    await tx.savepoint(async (sp) => {
-      for (let k = 0; k < depth; k++) {
-        const stage = runs.flatMap((run) => (k < run.length ? [run[k]!] : []));
-        // allSettled, not all: every handler must have finished issuing its statements
-        // before the savepoint is rolled back, or a slow handler's later statements would
-        // land outside it.
-        const results = await Promise.allSettled(
-          units(ctx.consumer, stage).map(async ({ rows, run }) => {
-            const started = performance.now();
-            await run(sp);
-            const elapsed = performance.now() - started;
-            for (const row of rows) durations.set(row.inbox_id, elapsed);
-          }),
-        );
-        if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
-      }
-    });
-    return durations;
-  } catch (error) {
-    if (error instanceof FastPathFailed) return undefined;
-    throw error;
-  }
-}
-
-/** What one lane's share of the batch came to. */
-interface LaneResult {
-  results: RowResult[];
-  /** Not run: behind the row that stopped the run, or not started in time. */
-  handedBack: ClaimedRow[];
-  stoppedBy: Outcome | undefined;
-  outOfTime: boolean;
-}
-
-/** The lane's steps up to and including the first settled row that does not succeed. */
-function prefixOf(steps: readonly Step[]): { prefix: Step[]; rest: Step[] } {
-  const stop = steps.findIndex((s) => s.kind === 'settled' && !succeeded(s.result.outcome));
-  return stop < 0 ? { prefix: [...steps], rest: [] } : { prefix: steps.slice(0, stop + 1), rest: steps.slice(stop + 1) };
-}
-
-function rowOf(step: Step): ClaimedRow {
-  return step.kind === 'run' ? step.runnable.row : step.result.row;
-}
-
-/** The slow path for one lane: each row in its own savepoint, in order, until one does not succeed. */
-async function runLaneSlowly(ctx: BatchContext, tx: TransactionSql, steps: readonly Step[]): Promise<LaneResult> {
-  const lane: LaneResult = { results: [], handedBack: [], stoppedBy: undefined, outOfTime: false };
-  for (let i = 0; i < steps.length; i++) {
-    const step = steps[i]!;
-    if (lane.stoppedBy !== undefined || lane.outOfTime) {
-      lane.handedBack.push(rowOf(step));
-      continue;
-    }
-    if (step.kind === 'settled') {
-      lane.results.push(step.result);
-      if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
-      continue;
-    }
-    if (ctx.remainingMs() < ctx.safetyMarginMs) {
-      lane.outOfTime = true;
-      lane.handedBack.push(step.runnable.row);
-      continue;
-    }
-    const { row, run } = step.runnable;
-    const started = performance.now();
-    try {
-      await tx.savepoint((sp) => run(sp));
-      lane.results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: performance.now() - started });
-    } catch (error) {
-      const outcome = failedOutcome(ctx, row, error);
-      lane.results.push({ row, outcome, durationMs: performance.now() - started });
-      lane.stoppedBy = outcome;
-    }
-  }
-  return lane;
-}
-
 /** The hold a run that stopped at `stoppedBy` puts on its lane, if any (quarantine policy hold-aggregate). */
 function holdOf(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefined): LaneHold | undefined {
   if (stoppedBy?.status !== 'QUARANTINED' || quarantinePolicyOf(ctx.consumer) !== 'hold-aggregate') return undefined;
@@ -257,94 +97,85 @@ function holdOf(ctx: BatchContext, lane: BatchLane, stoppedBy: Outcome | undefin
 
 export async function processBatch(ctx: BatchContext, lanes: readonly BatchLane[]): Promise<BatchReport> {
   return ctx.sql.begin(async (tx) => {
-    const all = lanes.flatMap((l) => [...l.rows, ...l.rest]);
-    const owned = await lockOwnedRows(
-      tx,
-      ctx.owner,
-      all.map((r) => r.inbox_id),
-    );
-    const lost = all.filter((r) => !owned.has(r.inbox_id));
-
-    // A lane whose rows were taken over is no longer this worker's: leave all of it alone.
-    const ours = lanes.map((l) => [...l.rows, ...l.rest].every((r) => owned.has(r.inbox_id)));
-    const steps = lanes.map((l, i) => (ours[i] ? l.rows.map((row) => stepOf(ctx, row)) : []));
-
-    const laneResults: LaneResult[] = [];
-    let slowPath = false;
-    if (ctx.remainingMs() < ctx.safetyMarginMs) {
-      // Out of time before anything ran: every row goes back as it was, attempt refunded.
-      for (const laneSteps of steps) {
-        laneResults.push({ results: [], handedBack: laneSteps.map(rowOf), stoppedBy: undefined, outOfTime: laneSteps.length > 0 });
-      }
-    } else {
-      const split = steps.map(prefixOf);
-      const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
-      const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(ctx, tx, runs);
-      if (durations !== undefined) {
-        for (const { prefix, rest } of split) {
-          const lane: LaneResult = { results: [], handedBack: rest.map(rowOf), stoppedBy: undefined, outOfTime: false };
-          for (const step of prefix) {
-            if (step.kind === 'settled') {
-              lane.results.push(step.result);
-              if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
-            } else {
-              const { row } = step.runnable;
-              lane.results.push({
-                row,
-                outcome: { inboxId: row.inbox_id, status: 'PROCESSED' },
-                durationMs: durations.get(row.inbox_id) ?? 0,
-              });
-            }
-          }
-          laneResults.push(lane);
-        }
-      } else {
-        slowPath = true;
-        for (const laneSteps of steps) laneResults.push(await runLaneSlowly(ctx, tx, laneSteps));
-      }
-    }
-
-    const outcomes: Outcome[] = [];
-    const handBack: string[] = [];
-    const holds: LaneHold[] = [];
-    const wakes: LaneKey[] = [];
-    lanes.forEach((l, i) => {
-      if (!ours[i]) {
-        // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
-        handBack.push(...l.rows.filter((r) => owned.has(r.inbox_id)).map((r) => r.inbox_id));
-        return;
-      }
-      const r = laneResults[i]!;
-      outcomes.push(...r.results.map((x) => x.outcome));
-      const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
-      handBack.push(...behind.map((row) => row.inbox_id));
-      const hold = holdOf(ctx, l, r.stoppedBy);
-      if (hold !== undefined) holds.push(hold);
-      // A run that went through with more of it still to come keeps its rows in flight.
-      else if (r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0) wakes.push(l);
-    });
-
-    // Issued together, run in order: the lanes after the rows (the trigger marks the lanes
-    // of rows queued again; this wakes the lanes whose rows waited behind the batch's).
-    const [changed, released] = await Promise.all([
-      completeRows(tx, ctx.owner, outcomes),
-      releaseClaimed(tx, ctx.owner, handBack),
-      wakeLanes(tx, ctx.consumer.name, wakes),
-      holdLanes(tx, ctx.consumer.name, holds),
-    ]);
-    // We hold the rows' locks, so every outcome applies; filter anyway rather than report
-    // a change that did not happen.
-    const applied = new Set(changed);
-    const releasedIds = new Set(released);
+    const fence = await fenceBatch(ctx, tx, lanes);
+    const steps = lanes.map((l, i) => (fence.ours[i] ? l.rows.map((row) => stepOf(ctx, row)) : []));
+    const { laneResults, slowPath } = await runLanes(ctx, tx, steps);
+    const { applied, released } = await settle(ctx, tx, settlementOf(ctx, lanes, fence, laneResults));
     return {
       completed: laneResults.flatMap((r) => r.results).filter((r) => applied.has(r.row.inbox_id)),
-      released: all.filter((r) => releasedIds.has(r.inbox_id)),
+      released: fence.all.filter((r) => released.has(r.inbox_id)),
       outOfTime: laneResults.some((r) => r.outOfTime),
-      lost,
+      lost: fence.lost,
       slowPath,
       stopped: lanes.map((_, i) => laneResults[i]?.stoppedBy !== undefined),
     };
   });
+}
+
+/** The batch's rows, and which of them (and of its lanes) are still this worker's. */
+interface Fence {
+  all: ClaimedRow[];
+  owned: Set<string>;
+  lost: ClaimedRow[];
+  /** Per lane: are all of its rows still ours. */
+  ours: boolean[];
+}
+
+/** Lock the batch's rows still PROCESSING under this owner: the rest were lost to a takeover. */
+async function fenceBatch(ctx: BatchContext, tx: TransactionSql, lanes: readonly BatchLane[]): Promise<Fence> {
+  const all = lanes.flatMap((l) => [...l.rows, ...l.rest]);
+  const owned = await lockOwnedRows(
+    tx,
+    ctx.owner,
+    all.map((r) => r.inbox_id),
+  );
+  const lost = all.filter((r) => !owned.has(r.inbox_id));
+  // A lane whose rows were taken over is no longer this worker's: leave all of it alone.
+  const ours = lanes.map((l) => [...l.rows, ...l.rest].every((r) => owned.has(r.inbox_id)));
+  return { all, owned, lost, ours };
+}
+
+/** What the batch writes when its rows have run: their outcomes, the rows handed back, the lanes woken or held. */
+interface Settlement {
+  outcomes: Outcome[];
+  handBack: string[];
+  holds: LaneHold[];
+  wakes: LaneKey[];
+}
+
+function settlementOf(ctx: BatchContext, lanes: readonly BatchLane[], fence: Fence, laneResults: readonly LaneResult[]): Settlement {
+  const out: Settlement = { outcomes: [], handBack: [], holds: [], wakes: [] };
+  lanes.forEach((l, i) => {
+    if (!fence.ours[i]) {
+      // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
+      out.handBack.push(...l.rows.filter((r) => fence.owned.has(r.inbox_id)).map((r) => r.inbox_id));
+      return;
+    }
+    const r = laneResults[i]!;
+    out.outcomes.push(...r.results.map((x) => x.outcome));
+    const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
+    out.handBack.push(...behind.map((row) => row.inbox_id));
+    const hold = holdOf(ctx, l, r.stoppedBy);
+    if (hold !== undefined) out.holds.push(hold);
+    // A run that went through with more of it still to come keeps its rows in flight.
+    else if (r.stoppedBy !== undefined || r.outOfTime || l.rest.length === 0) out.wakes.push(l);
+  });
+  return out;
+}
+
+/** The settlement written; resolves to the rows whose outcome applied and those handed back. */
+async function settle(ctx: BatchContext, tx: TransactionSql, s: Settlement): Promise<{ applied: Set<string>; released: Set<string> }> {
+  // Issued together, run in order: the lanes after the rows (the trigger marks the lanes
+  // of rows queued again; this wakes the lanes whose rows waited behind the batch's).
+  const [changed, released] = await Promise.all([
+    completeRows(tx, ctx.owner, s.outcomes),
+    releaseClaimed(tx, ctx.owner, s.handBack),
+    wakeLanes(tx, ctx.consumer.name, s.wakes),
+    holdLanes(tx, ctx.consumer.name, s.holds),
+  ]);
+  // We hold the rows' locks, so every outcome applies; filter anyway rather than report
+  // a change that did not happen.
+  return { applied: new Set(changed), released: new Set(released) };
 }
 
 /**

@@ -10,23 +10,12 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../framework/types';
-import { claimDue, type ClaimedRow } from '../inbox/claim-due';
-import type { Outcome } from '../inbox/types';
+import { claimDue, type Claim, type ClaimedRow } from '../inbox/claim-due';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
-import { classifyError, ErrorCodes, isConnectionError, RetryableError } from '../lib/errors';
-import { MetricNames } from '../lib/metric-names';
-import { count, MetricUnit } from '../lib/observability';
-import {
-  failBatch,
-  handBackLost,
-  lanesOf,
-  processBatch,
-  type BatchContext,
-  type BatchLane,
-  type BatchReport,
-  type RowResult,
-} from './process-batch';
+import { noOutcomes, publishNewOutcomes, publishRemainingOutcomes, recordReports, type OutcomeCounts } from './batch-outcomes';
+import { runClaimedBatch } from './claimed-batch';
+import { handBackLost, lanesOf, type BatchContext } from './process-batch';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -99,14 +88,6 @@ export interface WorkerResult {
   stoppedBy: StopReason;
 }
 
-/** Which count an outcome adds to. */
-const COUNTER = {
-  PROCESSED: 'processed',
-  IGNORED: 'ignored',
-  RETRY_PENDING: 'retried',
-  QUARANTINED: 'quarantined',
-} as const satisfies Record<Outcome['status'], keyof Omit<WorkerResult, 'stoppedBy'>>;
-
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** A random owner id for runs outside Lambda. */
@@ -114,41 +95,30 @@ export function newOwnerId(prefix = 'worker'): string {
   return `${prefix}:${randomUUID()}`;
 }
 
-function logRow(logger: Logger, consumerName: string, r: RowResult): void {
-  const { row, outcome } = r;
-  const line = {
-    event: 'consumer_inbox_processed',
-    consumerName,
-    eventId: row.event_id,
-    eventType: row.event_type,
-    aggregateId: row.aggregate_id,
-    topic: row.topic_name,
-    partition: row.partition_no,
-    offset: row.offset_no,
-    correlationId: row.correlation_id,
-    attemptCount: row.attempt_count,
-    durationMs: Math.round(r.durationMs),
-    outcome: outcome.status,
-    ...(outcome.status === 'RETRY_PENDING' || outcome.status === 'QUARANTINED' ? { errorCode: outcome.errorCode } : {}),
-  };
-  if (outcome.status === 'QUARANTINED') logger.error('consumer_inbox_processed', line);
-  else if (outcome.status === 'RETRY_PENDING') logger.warn('consumer_inbox_processed', line);
-  else logger.info('consumer_inbox_processed', line);
+/** A run of the loop: what it works with and what it has done so far. */
+interface WorkerRun {
+  deps: WorkerDependencies;
+  ctx: BatchContext;
+  result: WorkerResult;
+  /** Rows a batch found no longer ours, handed back at the end. */
+  lost: ClaimedRow[];
+  totalLanes: number;
+  busyMs: number;
+  reported: OutcomeCounts;
+  /** Claims in a row that took nothing but put lanes right. */
+  emptyClaims: number;
+  lastFoundAt: number;
 }
 
-export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult> {
-  const { sql, consumer, logger, metrics } = deps;
-  const { batchSize, safetyMarginMs, leaseSeconds } = deps.config.worker;
-  const owner = deps.owner ?? newOwnerId();
+function startRun(deps: WorkerDependencies): WorkerRun {
   const ctx: BatchContext = {
-    sql,
-    consumer,
-    owner,
+    sql: deps.sql,
+    consumer: deps.consumer,
+    owner: deps.owner ?? newOwnerId(),
     remainingMs: deps.remainingMs,
-    safetyMarginMs,
+    safetyMarginMs: deps.config.worker.safetyMarginMs,
     ...(deps.random ? { random: deps.random } : {}),
   };
-  const lost: ClaimedRow[] = [];
   const result: WorkerResult = {
     claimed: 0,
     processed: 0,
@@ -159,151 +129,16 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     lost: 0,
     stoppedBy: 'drained',
   };
-  const { awake } = deps;
-  const sleep = awake?.sleep ?? defaultSleep;
-  let totalLanes = 0;
-  let busyMs = 0;
-  // What the outcome metrics have been given so far.
-  const reported = { processed: 0, retried: 0, quarantined: 0, ignored: 0 };
+  return { deps, ctx, result, lost: [], totalLanes: 0, busyMs: 0, reported: noOutcomes(), emptyClaims: 0, lastFoundAt: performance.now() };
+}
 
-  /**
-   * One claimed batch. Resolves to the batch's reports and whether it failed as a whole
-   * for a reason worth retrying; throws RetryableError DB_CONNECTION when the connection died.
-   */
-  async function runBatch(lanes: readonly BatchLane[]): Promise<{ reports: BatchReport[]; failed: boolean }> {
-    try {
-      return { reports: [await processBatch(ctx, lanes)], failed: false };
-    } catch (error) {
-      const c = classifyError(error);
-      const rows = lanes.reduce((n, l) => n + l.rows.length, 0);
-      logger.error('worker_batch_failed', { consumerName: consumer.name, rows, errorCode: c.code, sqlState: c.sqlState });
-      if (isConnectionError(error)) {
-        // The connection died under the batch: whether its COMMIT landed is unknown, and
-        // the database may be failing over. Write nothing more; the rows stay PROCESSING
-        // under this owner until their lease (capped at this invocation's end) expires
-        // and the reaper returns them and their lanes, their attempt already counted by
-        // the claim. The invocation fails, so the outage is visible rather than a quiet
-        // empty run.
-        throw new RetryableError(
-          ErrorCodes.DB_CONNECTION,
-          'database connection lost during a batch; its rows return when their leases expire',
-          { cause: error },
-        );
-      }
-      if (!c.retryable && rows > 1) {
-        // Refused for its data as a whole (a deferred constraint at COMMIT): nothing says
-        // which row was at fault, and quarantining them all would take the innocent rows
-        // with it. Nothing committed and the rows are still ours: run each on its own, lane
-        // by lane in run order, a lane's rows queued behind the one that runs.
-        const reports: BatchReport[] = [];
-        let failed = false;
-        for (const lane of lanes) {
-          const queue = [...lane.rows, ...lane.rest];
-          for (let i = 0; i < queue.length; i++) {
-            const one = await runBatch([{ ...lane, rows: [queue[i]!], rest: queue.slice(i + 1) }]);
-            reports.push(...one.reports);
-            failed ||= one.failed;
-            if (one.failed || one.reports.some((r) => r.stopped[0] || r.outOfTime || r.lost.length > 0)) break;
-          }
-        }
-        return { reports, failed };
-      }
-      // The batch transaction failed as a whole: none of it committed. Record the failed
-      // attempt of each lane's first row and hand the rest back (fenced: a commit that did
-      // land despite the error leaves nothing PROCESSING to change). If that fails too, the
-      // database is unreachable: the leases expire and the reaper returns the rows.
-      return { reports: [await failBatch(ctx, lanes, error)], failed: c.retryable };
-    }
-  }
-
+export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult> {
+  const run = startRun(deps);
   try {
-    let emptyClaims = 0;
-    let lastFoundAt = performance.now();
     for (;;) {
-      // One reading per claim: the lease ends no later than this invocation does, and is
-      // never shorter than the safety margin.
-      const left = deps.remainingMs();
-      if (left <= safetyMarginMs) {
-        result.stoppedBy = 'budget';
-        break;
-      }
-      if (awake?.beforeClaim !== undefined && !(await awake.beforeClaim())) {
-        result.stoppedBy = 'stopped';
-        break;
-      }
-      const lease = Math.min(leaseSeconds, left / 1000);
-      const claimStarted = performance.now();
-      const claim = await claimDue(sql, {
-        consumerName: consumer.name,
-        owner,
-        limit: batchSize,
-        runLength: deps.config.worker.runLength,
-        leaseSeconds: lease,
-      });
-      if (claim.paused) {
-        // Paused while this worker ran: it stops at once, rather than idle until it times out.
-        result.stoppedBy = 'paused';
-        break;
-      }
-      if (claim.rows.length === 0) {
-        busyMs += performance.now() - claimStarted;
-        // Lanes whose head turned out not to be due were put right; others may be due.
-        if (claim.deferredLanes > 0 && ++emptyClaims < MAX_EMPTY_CLAIMS) continue;
-        emptyClaims = 0;
-        if (awake === undefined) break;
-        if (performance.now() - lastFoundAt < awake.idleMs) {
-          await sleep(Math.max(0, Math.min(awake.pollMs, deps.remainingMs() - safetyMarginMs)));
-          continue;
-        }
-        if (awake.mayStop === undefined || (await awake.mayStop())) {
-          result.stoppedBy = 'idle';
-          break;
-        }
-        // Rows arrived since the claim: stay, and idle again from now if they are gone by the next one.
-        lastFoundAt = performance.now();
-        continue;
-      }
-      emptyClaims = 0;
-      const claimedAt = performance.now();
-      lastFoundAt = claimedAt;
-      result.claimed += claim.rows.length;
-      totalLanes += claim.lanes.length;
-
-      const { reports, failed } = await runBatch(lanesOf(claim));
-      for (const report of reports) {
-        result.released += report.released.length;
-        result.lost += report.lost.length;
-        lost.push(...report.lost);
-        for (const r of report.completed) {
-          logRow(logger, consumer.name, r);
-          result[COUNTER[r.outcome.status]] += 1;
-          if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
-            // Received → processed, on one clock: the database's age at claim plus our time since.
-            metrics.addMetric(
-              MetricNames.ProcessingLatency,
-              MetricUnit.Milliseconds,
-              Math.round(r.row.waited_seconds * 1000 + (performance.now() - claimedAt)),
-            );
-          }
-        }
-        if (report.lost.length > 0) {
-          logger.warn('worker_leases_lost', { consumerName: consumer.name, rows: report.lost.length });
-        }
-      }
-      for (const [name, key] of OUTCOME_METRICS) {
-        if (result[key] > reported[key]) count(metrics, name, result[key] - reported[key]);
-        reported[key] = result[key];
-      }
-      busyMs += performance.now() - claimStarted;
-      await awake?.afterBatch?.({ full: claim.rows.length >= batchSize, totalLanes, busyMs });
-      // A batch that failed as a whole for a reason worth retrying (the database, not a row)
-      // will not clear up within this invocation.
-      if (failed) {
-        result.stoppedBy = 'failed';
-        break;
-      }
-      if (reports.some((r) => r.outOfTime)) {
-        result.stoppedBy = 'budget';
+      const stop = await claimAndProcess(run);
+      if (stop !== null) {
+        run.result.stoppedBy = stop;
         break;
       }
     }
@@ -311,22 +146,83 @@ export async function runWorker(deps: WorkerDependencies): Promise<WorkerResult>
     // PROCESSING under this owner (nobody took them over) go back now, with their lanes,
     // rather than wait for the reaper: a normal return leaves nothing it claimed in
     // PROCESSING.
-    await handBackLost(ctx, lost);
+    await handBackLost(run.ctx, run.lost);
   } finally {
     // Per batch, as they happen (values of one metric add up in CloudWatch), and zeros at
     // the end so an invocation that processed nothing still reports it.
-    for (const [name, key] of OUTCOME_METRICS) count(metrics, name, result[key] - reported[key]);
+    publishRemainingOutcomes(deps.metrics, run.result, run.reported);
   }
-  return result;
+  return run.result;
 }
 
-/** The outcome counts and the metric each is reported as. */
-const OUTCOME_METRICS = [
-  [MetricNames.EventsProcessed, 'processed'],
-  [MetricNames.EventsRetried, 'retried'],
-  [MetricNames.EventsQuarantined, 'quarantined'],
-  [MetricNames.EventsIgnored, 'ignored'],
-] as const;
+/** One turn of the loop: a claim, and its batch when it took rows. Resolves to why the loop stops, or null to go on. */
+async function claimAndProcess(run: WorkerRun): Promise<StopReason | null> {
+  const { deps } = run;
+  const { batchSize, safetyMarginMs, leaseSeconds } = deps.config.worker;
+  // One reading per claim: the lease ends no later than this invocation does, and is
+  // never shorter than the safety margin.
+  const left = deps.remainingMs();
+  if (left <= safetyMarginMs) return 'budget';
+  if (deps.awake?.beforeClaim !== undefined && !(await deps.awake.beforeClaim())) return 'stopped';
+  const lease = Math.min(leaseSeconds, left / 1000);
+  const claimStarted = performance.now();
+  const claim = await claimDue(deps.sql, {
+    consumerName: deps.consumer.name,
+    owner: run.ctx.owner,
+    limit: batchSize,
+    runLength: deps.config.worker.runLength,
+    leaseSeconds: lease,
+  });
+  // Paused while this worker ran: it stops at once, rather than idle until it times out.
+  if (claim.paused) return 'paused';
+  if (claim.rows.length === 0) return afterEmptyClaim(run, claim, claimStarted);
+  return processClaim(run, claim, claimStarted);
+}
+
+/** A claim that took nothing: claim again, wait (awake, within the idle interval), or stop. */
+async function afterEmptyClaim(run: WorkerRun, claim: Claim, claimStarted: number): Promise<StopReason | null> {
+  const { deps } = run;
+  const { awake } = deps;
+  run.busyMs += performance.now() - claimStarted;
+  // Lanes whose head turned out not to be due were put right; others may be due.
+  if (claim.deferredLanes > 0 && ++run.emptyClaims < MAX_EMPTY_CLAIMS) return null;
+  run.emptyClaims = 0;
+  if (awake === undefined) return 'drained';
+  if (performance.now() - run.lastFoundAt < awake.idleMs) {
+    const sleep = awake.sleep ?? defaultSleep;
+    await sleep(Math.max(0, Math.min(awake.pollMs, deps.remainingMs() - deps.config.worker.safetyMarginMs)));
+    return null;
+  }
+  if (awake.mayStop === undefined || (await awake.mayStop())) return 'idle';
+  // Rows arrived since the claim: stay, and idle again from now if they are gone by the next one.
+  run.lastFoundAt = performance.now();
+  return null;
+}
+
+/** A claim that took rows: its batch run, recorded and reported. */
+async function processClaim(run: WorkerRun, claim: Claim, claimStarted: number): Promise<StopReason | null> {
+  const { deps, result } = run;
+  run.emptyClaims = 0;
+  const claimedAt = performance.now();
+  run.lastFoundAt = claimedAt;
+  result.claimed += claim.rows.length;
+  run.totalLanes += claim.lanes.length;
+
+  const { reports, failed } = await runClaimedBatch(run.ctx, deps.logger, lanesOf(claim));
+  recordReports(run, { logger: deps.logger, metrics: deps.metrics, consumerName: deps.consumer.name }, reports, claimedAt);
+  publishNewOutcomes(deps.metrics, result, run.reported);
+  run.busyMs += performance.now() - claimStarted;
+  await deps.awake?.afterBatch?.({
+    full: claim.rows.length >= deps.config.worker.batchSize,
+    totalLanes: run.totalLanes,
+    busyMs: run.busyMs,
+  });
+  // A batch that failed as a whole for a reason worth retrying (the database, not a row)
+  // will not clear up within this invocation.
+  if (failed) return 'failed';
+  if (reports.some((r) => r.outOfTime)) return 'budget';
+  return null;
+}
 
 /** Claims in a row that took nothing but put lanes right before the loop stops: bounds a spin. */
 const MAX_EMPTY_CLAIMS = 10;

@@ -1,13 +1,14 @@
 /** `poison reingest <id>`: re-parse a poison row with today's schemas; if valid, store it and resolve it. */
 import { z } from 'zod';
+import type { ConsumerDeclaration } from '../../framework/types';
 import { inboxIdOf } from '../../inbox/find-event';
-import { insertInboxBatch } from '../../inbox/insert-batch';
+import { insertInboxBatch, type InboxInsert } from '../../inbox/insert-batch';
 import { recordOperatorAction } from '../../inbox/operator-audit';
 import { getPoison, resolvePoison, type PoisonRow } from '../../inbox/poison';
 import { decodeRecord } from '../../ingest/decode';
 import type { KafkaRecord } from '../../ingest/types';
 import { caller, flag, poisonId, reasonText } from '../args';
-import { actorOf, defineCommand, knownConsumer } from '../command';
+import { actorOf, defineCommand, knownConsumer, type OpsDeps } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 
 /** The Kafka record a poison row was made from, as the event-source mapping delivered it. */
@@ -50,6 +51,35 @@ type DryRun = { dryRun: true; valid: true; poisonId: string; consumer: string; a
 type Done = { dryRun: false; poisonId: string; consumer: string; inboxId: string; alreadyInInbox: boolean; auditId: string } & Event;
 
 /**
+ * An unresolved poison row decoded again with today's decoder: its consumer and the inbox
+ * row it becomes. Resolved already, or still not valid: an OpsError that says why.
+ */
+function decodeAgain(deps: OpsDeps, row: PoisonRow): { consumer: ConsumerDeclaration; decoded: { row: InboxInsert } } {
+  if (row.resolved_at !== null) {
+    throw new OpsError(
+      OpsErrorCodes.ALREADY_RESOLVED,
+      `poison row ${row.poison_id} was resolved by ${row.resolved_by ?? '?'} into inbox row ${row.resolved_inbox_id ?? '?'}`,
+      { resolvedInboxId: row.resolved_inbox_id, resolvedBy: row.resolved_by, resolvedAt: row.resolved_at },
+    );
+  }
+  const consumer = knownConsumer(deps, row.consumer_name);
+  const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes });
+  if (decoded.kind === 'unavailable') {
+    throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, {
+      errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE',
+    });
+  }
+  if (decoded.kind === 'poison') {
+    throw new OpsError(
+      OpsErrorCodes.STILL_INVALID,
+      `still invalid with today's schemas: ${decoded.row.errorCode}: ${decoded.row.errorMessage}`,
+      { errorCode: decoded.row.errorCode, errorMessage: decoded.row.errorMessage },
+    );
+  }
+  return { consumer, decoded };
+}
+
+/**
  * Re-parse a poison row with today's decoder and envelope schemas (the ingest function's
  * own, functions/ingest/decode.ts). Valid now: store it as an inbox row (idempotently: an
  * event id already in the inbox is linked, not duplicated) and mark the poison row
@@ -70,27 +100,7 @@ export const poisonReingest = defineCommand({
     return deps.sql.begin(async (tx): Promise<DryRun | Done> => {
       const row = await getPoison(tx, args.id, !args.dryRun);
       if (row === undefined) throw new OpsError(OpsErrorCodes.NOT_FOUND, `no poison row ${args.id}`);
-      if (row.resolved_at !== null) {
-        throw new OpsError(
-          OpsErrorCodes.ALREADY_RESOLVED,
-          `poison row ${row.poison_id} was resolved by ${row.resolved_by ?? '?'} into inbox row ${row.resolved_inbox_id ?? '?'}`,
-          { resolvedInboxId: row.resolved_inbox_id, resolvedBy: row.resolved_by, resolvedAt: row.resolved_at },
-        );
-      }
-      const consumer = knownConsumer(deps, row.consumer_name);
-      const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes });
-      if (decoded.kind === 'unavailable') {
-        throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, {
-          errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE',
-        });
-      }
-      if (decoded.kind === 'poison') {
-        throw new OpsError(
-          OpsErrorCodes.STILL_INVALID,
-          `still invalid with today's schemas: ${decoded.row.errorCode}: ${decoded.row.errorMessage}`,
-          { errorCode: decoded.row.errorCode, errorMessage: decoded.row.errorMessage },
-        );
-      }
+      const { consumer, decoded } = decodeAgain(deps, row);
       const event = { eventId: decoded.row.eventId, eventType: decoded.row.eventType, eventVersion: decoded.row.eventVersion };
       const trail = {
         action: 'reingest' as const,

@@ -3,10 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { CreateScheduleCommand, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
 import { recordOperatorAction } from '../../inbox/operator-audit';
-import { countQuarantined, inboxStatuses } from '../../inbox/quarantine-action';
+import { countQuarantined, inboxStatuses, type QuarantineSelection } from '../../inbox/quarantine-action';
 import { createScheduledReplay } from '../../inbox/scheduled-replay';
 import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
-import { actorOf, defineCommand } from '../command';
+import { actorOf, defineCommand, type Invocation, type OpsDeps } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 import { auditLine } from '../format';
 import { checkSelection, selectionFields, selectionOf } from '../selection';
@@ -14,6 +14,109 @@ import { checkSelection, selectionFields, selectionOf } from '../selection';
 /** `at(yyyy-mm-ddThh:mm:ss)` in UTC, the one-time expression EventBridge Scheduler takes. */
 export function atExpression(when: Date): string {
   return `at(${when.toISOString().slice(0, 19)})`;
+}
+
+/** A schedule name for a replay at `when`: the prefix the ops role may create, what it replays, when, and a random tail. */
+function generatedName(selection: QuarantineSelection, when: Date): string {
+  const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
+  const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
+  return `${REPLAY_SCHEDULE_PREFIX}${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
+}
+
+/** The one-time schedule: at `when` (UTC), the ops function invoked with `input` once (no retries), deleted after it runs. */
+function replaySchedule(s: {
+  name: string;
+  groupName: string | undefined;
+  when: Date;
+  replayId: string;
+  actor: string;
+  opsFunctionArn: string;
+  schedulerRoleArn: string;
+  input: { command: string; replayId: string };
+}): CreateScheduleCommandInput {
+  return {
+    Name: s.name,
+    ...(s.groupName !== undefined ? { GroupName: s.groupName } : {}),
+    ScheduleExpression: atExpression(s.when),
+    ScheduleExpressionTimezone: 'UTC',
+    Description: `ops replay ${s.replayId} by ${s.actor}`.slice(0, 512),
+    State: 'ENABLED',
+    FlexibleTimeWindow: { Mode: 'OFF' },
+    ActionAfterCompletion: 'DELETE',
+    Target: {
+      Arn: s.opsFunctionArn,
+      RoleArn: s.schedulerRoleArn,
+      Input: JSON.stringify(s.input),
+      RetryPolicy: { MaximumRetryAttempts: 0 },
+    },
+  };
+}
+
+/**
+ * The replay's row and its schedule-replay audit row, in one transaction; resolves to the
+ * audit id. The schedule exists already: when the database refuses, the command fails
+ * PARTIALLY_APPLIED and the log carries what it would have recorded.
+ */
+async function recordReplay(
+  deps: OpsDeps,
+  inv: Invocation,
+  r: {
+    replayId: string;
+    name: string;
+    groupName: string | undefined;
+    when: Date;
+    selection: QuarantineSelection;
+    limit: number;
+    actor: string;
+    reason: string;
+    request: Record<string, unknown>;
+    outcome: Record<string, unknown>;
+  },
+): Promise<string> {
+  const consumerNames =
+    'inboxIds' in r.selection
+      ? (await inboxStatuses(deps.sql, r.selection.inboxIds)).map((x) => x.consumer_name)
+      : [r.selection.consumerName];
+  try {
+    return await deps.sql.begin(async (tx) => {
+      const audit = await recordOperatorAction(tx, {
+        action: 'schedule-replay',
+        actor: r.actor,
+        reason: r.reason,
+        source: inv.source,
+        requestId: inv.requestId ?? null,
+        dryRun: false,
+        consumerNames,
+        request: r.request,
+        affectedCount: 1,
+        outcome: r.outcome,
+      });
+      await createScheduledReplay(tx, {
+        replayId: r.replayId,
+        scheduleName: r.name,
+        runAt: r.when,
+        selection: r.selection,
+        limit: r.limit,
+        actor: r.actor,
+        reason: r.reason,
+        createdAuditId: audit.audit_id,
+      });
+      return audit.audit_id;
+    });
+  } catch (error) {
+    deps.logger?.error('ops_audit_unwritten', {
+      action: 'schedule-replay',
+      actor: r.actor,
+      request: r.request,
+      error: error instanceof Error ? error.name : 'unknown',
+    });
+    throw new OpsError(
+      OpsErrorCodes.PARTIALLY_APPLIED,
+      `schedule ${r.groupName ?? 'default'}/${r.name} was created, but the database could not record replay ${r.replayId}: ` +
+        'the schedule will be refused when it fires (nothing is replayed). Schedule the replay again.',
+      { schedule: r.name, replayId: r.replayId },
+    );
+  }
 }
 
 /**
@@ -72,71 +175,23 @@ export const scheduleReplay = defineCommand({
     }
     const replayId = randomUUID();
     const input = { command: 'run-scheduled-replay', replayId };
-    const stamp = when.toISOString().replace(/[-:]/g, '').slice(0, 15);
-    const subject = 'inboxIds' in selection ? 'ids' : selection.consumerName.replace(/[^0-9a-zA-Z-_.]/g, '-');
-    const name = args.name ?? `${REPLAY_SCHEDULE_PREFIX}${subject}-${stamp}-${Math.random().toString(36).slice(2, 8)}`.slice(0, 64);
-    const command: CreateScheduleCommandInput = {
-      Name: name,
-      ...(groupName !== undefined ? { GroupName: groupName } : {}),
-      ScheduleExpression: atExpression(when),
-      ScheduleExpressionTimezone: 'UTC',
-      Description: `ops replay ${replayId} by ${actor}`.slice(0, 512),
-      State: 'ENABLED',
-      FlexibleTimeWindow: { Mode: 'OFF' },
-      ActionAfterCompletion: 'DELETE',
-      Target: {
-        Arn: opsFunctionArn,
-        RoleArn: schedulerRoleArn,
-        Input: JSON.stringify(input),
-        RetryPolicy: { MaximumRetryAttempts: 0 },
-      },
-    };
+    const name = args.name ?? generatedName(selection, when);
+    const command = replaySchedule({ name, groupName, when, replayId, actor, opsFunctionArn, schedulerRoleArn, input });
     const matchingNow = await countQuarantined(deps.sql, selection);
     const out = await deps.scheduler.send(new CreateScheduleCommand(command));
     const request = { at: when.toISOString(), schedule: name, replayId, selection, limit: args.limit };
-    const consumerNames =
-      'inboxIds' in selection ? (await inboxStatuses(deps.sql, selection.inboxIds)).map((r) => r.consumer_name) : [selection.consumerName];
-    let auditId: string;
-    try {
-      auditId = await deps.sql.begin(async (tx) => {
-        const audit = await recordOperatorAction(tx, {
-          action: 'schedule-replay',
-          actor,
-          reason: args.reason!,
-          source: inv.source,
-          requestId: inv.requestId ?? null,
-          dryRun: false,
-          consumerNames,
-          request,
-          affectedCount: 1,
-          outcome: { scheduleArn: out.ScheduleArn ?? null, expression: command.ScheduleExpression, matchingNow },
-        });
-        await createScheduledReplay(tx, {
-          replayId,
-          scheduleName: name,
-          runAt: when,
-          selection,
-          limit: args.limit,
-          actor,
-          reason: args.reason!,
-          createdAuditId: audit.audit_id,
-        });
-        return audit.audit_id;
-      });
-    } catch (error) {
-      deps.logger?.error('ops_audit_unwritten', {
-        action: 'schedule-replay',
-        actor,
-        request,
-        error: error instanceof Error ? error.name : 'unknown',
-      });
-      throw new OpsError(
-        OpsErrorCodes.PARTIALLY_APPLIED,
-        `schedule ${groupName ?? 'default'}/${name} was created, but the database could not record replay ${replayId}: ` +
-          'the schedule will be refused when it fires (nothing is replayed). Schedule the replay again.',
-        { schedule: name, replayId },
-      );
-    }
+    const auditId = await recordReplay(deps, inv, {
+      replayId,
+      name,
+      groupName,
+      when,
+      selection,
+      limit: args.limit,
+      actor,
+      reason: args.reason,
+      request,
+      outcome: { scheduleArn: out.ScheduleArn ?? null, expression: command.ScheduleExpression, matchingNow },
+    });
     deps.logger?.info('ops_schedule_replay', { schedule: name, replayId, at: when.toISOString(), actor, matchingNow, auditId });
     return {
       auditId,

@@ -9,7 +9,7 @@
  * the waiting backend is found in pg_locks and terminated from an admin client.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PoisonCodes } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import type { KafkaBatchResponse } from '../../../functions/ingest/types';
 import type { Sql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';

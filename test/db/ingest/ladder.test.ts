@@ -3,7 +3,7 @@
  * infrastructure nor one record's data (a bug, a schema drift): a trigger stands in for it.
  */
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { PoisonCodes } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { useTestDatabase } from '../../helpers/db';
 import { batchItemFailure, mskEvent, mskRecord } from '../../../tools/msk-events';
 import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, PAYMENT_TOPIC, paymentCompleted, poisonRows, truncateAll } from './support';

@@ -1,5 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
-import { PoisonCodes } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord, type RecordSpec } from '../../../tools/msk-events';
 import { CASE_TOPIC, caseAccepted, inboxRows, ingestFor, poisonRows, truncateAll } from './support';

@@ -5,7 +5,7 @@
  * poison row; its partition is not reported back, and every other record is stored.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { PoisonCodes } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { useTestDatabase } from '../../helpers/db';
 import { fixtureRecord, JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../../fixtures/schema-registry/events';
 import { ingestFor, inboxRows, poisonRows, truncateAll } from './support';

@@ -9,7 +9,9 @@ import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
-import { decodeRecord, PoisonCodes, resolveValueSchemas, type Decoded } from '../../../functions/ingest/decode';
+import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
+import { resolveValueSchemas } from '../../../functions/ingest/value-route';
 import {
   confluentFetcher,
   createSchemaSource,

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
 import { normalizeEnvelope } from '../../../functions/framework/envelopes';
-import { decodeHeaders, decodeKey, decodeRecord, PoisonCodes } from '../../../functions/ingest/decode';
+import { decodeHeaders, decodeKey, decodeRecord } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { failEveryPartition } from '../../../functions/ingest/ingest';
 import { batchItemFailure, mskEvent, mskRecord, recordsOf, spreadRecords } from '../../../tools/msk-events';
 

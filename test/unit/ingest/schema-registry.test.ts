@@ -5,7 +5,8 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { decodeRecord, PoisonCodes } from '../../../functions/ingest/decode';
+import { decodeRecord } from '../../../functions/ingest/decode';
+import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import type { KafkaRecord } from '../../../functions/ingest/types';
 import { fixtureRecord, JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../../fixtures/schema-registry/events';
 

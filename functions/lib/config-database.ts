@@ -1,0 +1,116 @@
+/**
+ * The database settings every function reads: where to connect (one of DATABASE_URL,
+ * DB_SECRET_ARN, DB_IAM_USER), how, and the session's timeouts.
+ */
+import { z } from 'zod';
+import { DEFAULTS } from './config-defaults';
+import { boolean, integer, postgresUrl } from './env-values';
+
+export const databaseEnv = {
+  /** A full connection string (local runs, tests). One of DATABASE_URL, DB_SECRET_ARN, DB_IAM_USER. */
+  DATABASE_URL: postgresUrl.optional(),
+  /**
+   * The cluster's master secret (its JSON carries host, port, username, password, dbname):
+   * the migration function's, and only its, in AWS.
+   */
+  DB_SECRET_ARN: z.string().trim().startsWith('arn:', 'must be a secret ARN').optional(),
+  /**
+   * The database role to connect as with IAM database authentication (the runtime
+   * functions in AWS): every new connection signs a fresh token; no password exists.
+   * Needs DB_HOST, DB_NAME and AWS_REGION.
+   */
+  DB_IAM_USER: z
+    .string()
+    .trim()
+    .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a database role name')
+    .optional(),
+  /** The database host for DB_IAM_USER (cluster or RDS Proxy endpoint); overrides the secret's host. */
+  DB_HOST: z.string().trim().min(1).optional(),
+  DB_PORT: integer(1, 65_535).optional(),
+  /** The database name for DB_IAM_USER. */
+  DB_NAME: z.string().trim().min(1).optional(),
+  /** Set by Lambda: the region IAM database tokens and MSK IAM tokens are signed for. */
+  AWS_REGION: z
+    .string()
+    .trim()
+    .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1')
+    .optional(),
+  /** 'require' outside localhost by default; 'disable' for local servers; IAM authentication: 'verify-full', always. */
+  DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
+  /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
+  DB_PREPARE: boolean.default(true),
+  DB_POOL_MAX: integer(1, 100).default(DEFAULTS.dbPoolMax),
+  DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600).default(DEFAULTS.dbIdleTimeoutSeconds),
+  DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60).default(DEFAULTS.dbConnectTimeoutSeconds),
+  DB_STATEMENT_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbStatementTimeoutMs),
+  /**
+   * A Lambda killed or frozen inside a transaction leaves its session idle in transaction,
+   * holding row locks; the server ends such a session after this long (0: never).
+   */
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: integer(0, 60 * 60 * 1000).default(DEFAULTS.dbIdleInTransactionTimeoutMs),
+};
+
+type DatabaseEnv = z.infer<z.ZodObject<typeof databaseEnv>>;
+
+/** One source of credentials, and with IAM authentication what it needs: checked across variables. */
+export function refineDatabaseEnv(env: DatabaseEnv, ctx: z.RefinementCtx): void {
+  const sources = (['DATABASE_URL', 'DB_SECRET_ARN', 'DB_IAM_USER'] as const).filter((k) => env[k] !== undefined);
+  if (sources.length === 0) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['DATABASE_URL'],
+      message: 'set DATABASE_URL (local), DB_IAM_USER (AWS) or DB_SECRET_ARN (AWS, migrations)',
+    });
+  }
+  if (sources.length > 1) {
+    ctx.addIssue({
+      code: 'custom',
+      path: [sources[1]!],
+      message: `set one of DATABASE_URL, DB_SECRET_ARN and DB_IAM_USER, not ${sources.join(' and ')}`,
+    });
+  }
+  if (env.DB_IAM_USER !== undefined) {
+    for (const k of ['DB_HOST', 'DB_NAME', 'AWS_REGION'] as const) {
+      if (env[k] === undefined) ctx.addIssue({ code: 'custom', path: [k], message: 'required with DB_IAM_USER' });
+    }
+    // The token is a password good for 15 minutes: it goes only to a server whose certificate and name check out.
+    if (env.DB_SSL !== undefined && env.DB_SSL !== 'verify-full') {
+      ctx.addIssue({ code: 'custom', path: ['DB_SSL'], message: 'must be verify-full with DB_IAM_USER (an IAM token is a credential)' });
+    }
+  }
+}
+
+export interface DatabaseConfig {
+  url?: string;
+  secretArn?: string;
+  /** IAM database authentication as this role (with hostOverride, port, name and region). */
+  iam?: { user: string; region: string };
+  hostOverride?: string;
+  port?: number;
+  name?: string;
+  ssl?: 'disable' | 'require' | 'verify-full';
+  prepare: boolean;
+  poolMax: number;
+  idleTimeoutSeconds: number;
+  connectTimeoutSeconds: number;
+  statementTimeoutMs: number;
+  idleInTransactionTimeoutMs: number;
+}
+
+export function databaseConfig(e: DatabaseEnv): DatabaseConfig {
+  return {
+    ...(e.DATABASE_URL !== undefined ? { url: e.DATABASE_URL } : {}),
+    ...(e.DB_SECRET_ARN !== undefined ? { secretArn: e.DB_SECRET_ARN } : {}),
+    ...(e.DB_IAM_USER !== undefined ? { iam: { user: e.DB_IAM_USER, region: e.AWS_REGION! } } : {}),
+    ...(e.DB_HOST !== undefined ? { hostOverride: e.DB_HOST } : {}),
+    ...(e.DB_PORT !== undefined ? { port: e.DB_PORT } : {}),
+    ...(e.DB_NAME !== undefined ? { name: e.DB_NAME } : {}),
+    ...(e.DB_SSL !== undefined ? { ssl: e.DB_SSL } : {}),
+    prepare: e.DB_PREPARE,
+    poolMax: e.DB_POOL_MAX,
+    idleTimeoutSeconds: e.DB_IDLE_TIMEOUT_SECONDS,
+    connectTimeoutSeconds: e.DB_CONNECT_TIMEOUT_SECONDS,
+    statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
+    idleInTransactionTimeoutMs: e.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+  };
+}

@@ -1,0 +1,43 @@
+/**
+ * Every setting's named default: what the configuration (config.ts, which exports them)
+ * takes when a variable is unset, and what a caller without a configuration assumes.
+ */
+export const DEFAULTS = {
+  dbPoolMax: 4,
+  dbIdleTimeoutSeconds: 20,
+  dbConnectTimeoutSeconds: 5,
+  dbStatementTimeoutMs: 30_000,
+  dbIdleInTransactionTimeoutMs: 60_000,
+  maxPayloadBytes: 256 * 1024,
+  /** Deepest nesting of objects and arrays a record's value may have (docs/ingest.md, step 3). */
+  maxJsonDepth: 64,
+  /** One schema-registry request, at most; past it the lookup counts as the registry being unavailable. */
+  schemaRegistryTimeoutMs: 3_000,
+  workerBatchSize: 100,
+  workerRunLength: 20,
+  workerSafetyMarginMs: 10_000,
+  /** An awake worker keeps looking for new rows this long after the last it found (docs/worker.md, "Wake-ups"). */
+  workerIdleMs: 10_000,
+  /** …looking again this often while there are none. */
+  workerPollMs: 250,
+  /** Workers of one consumer awake at once, at most (its slots). */
+  workerMaxConcurrency: 4,
+  /** A worker wakes more when the due backlog would take it alone longer than this to drain. */
+  workerFanOutDrainSeconds: 5,
+  leaseSeconds: 300,
+  reaperBatchSize: 1_000,
+  reaperSafetyMarginMs: 10_000,
+  relayBatchSize: 200,
+  relayRunLength: 50,
+  relaySafetyMarginMs: 10_000,
+  relayPurgeBatchSize: 1_000,
+  /** Delay before the next try after the broker refused an aggregate's head, by attempt; the last repeats. */
+  relayBackoffSeconds: [1, 5, 15, 60, 300] as readonly number[],
+  kafkaClientId: 'kafka-inbox-relay',
+  kafkaConnectionTimeoutMs: 3_000,
+  // One send, retries included, stays well inside the relay's deployed safety margin (30 s).
+  kafkaRequestTimeoutMs: 5_000,
+  kafkaRetries: 2,
+  metricsNamespace: 'KafkaInbox',
+  serviceName: 'kafka-inbox',
+} as const;

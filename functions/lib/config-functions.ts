@@ -1,0 +1,133 @@
+/**
+ * The settings of the consumer's own functions, by kind: the ingest function's (payload
+ * limits, its schema registry), the worker's (claims, wake-ups) and the reaper's.
+ */
+import { z } from 'zod';
+import { DEFAULTS } from './config-defaults';
+import { boolean, integer } from './env-values';
+
+export const ingestEnv = {
+  MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024).default(DEFAULTS.maxPayloadBytes),
+  MAX_JSON_DEPTH: integer(2, 10_000).default(DEFAULTS.maxJsonDepth),
+  /**
+   * The ingest function's: its consumer's schema registry as the stage resolved it (the
+   * declaration's `schemaRegistry`, JSON), where it reads writer schemas. Names and ARNs
+   * only; the credentials stay in the secret it names.
+   */
+  SCHEMA_REGISTRY: z
+    .string()
+    .trim()
+    .transform((v, ctx) => {
+      try {
+        return z.record(z.string(), z.unknown()).parse(JSON.parse(v));
+      } catch {
+        ctx.addIssue({ code: 'custom', message: 'must be a JSON object (a schemaRegistry declaration)' });
+        return z.NEVER;
+      }
+    })
+    .optional(),
+  SCHEMA_REGISTRY_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.schemaRegistryTimeoutMs),
+};
+
+export const workerEnv = {
+  WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize),
+  /** Rows of one aggregate a claim may take in order (its run); 1 takes one row per aggregate. */
+  WORKER_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.workerRunLength),
+  WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
+  /** 0: stop at the first claim that finds nothing (the behaviour before wake-ups). */
+  WORKER_IDLE_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerIdleMs),
+  WORKER_POLL_MS: integer(10, 60 * 1000).default(DEFAULTS.workerPollMs),
+  WORKER_MAX_CONCURRENCY: integer(1, 1000).default(DEFAULTS.workerMaxConcurrency),
+  WORKER_FAN_OUT_DRAIN_SECONDS: integer(1, 15 * 60).default(DEFAULTS.workerFanOutDrainSeconds),
+  /**
+   * false: ingest wakes no worker and workers invoke none (no fan-out, no hand-over); the
+   * schedule alone starts them.
+   */
+  WAKE_UPS: boolean.default(true),
+  /** The ingest function's: its consumer's worker function, which it wakes (name or ARN). */
+  WORKER_FUNCTION_NAME: z.string().trim().min(1).optional(),
+  /** Set by Lambda: this function's own name (a worker invokes itself to fan out and hand over). */
+  AWS_LAMBDA_FUNCTION_NAME: z.string().trim().min(1).optional(),
+  LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
+};
+
+export const reaperEnv = {
+  REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
+  /** The reaper stops starting batches this long before its invocation's deadline. */
+  REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.reaperSafetyMarginMs),
+};
+
+type IngestEnv = z.infer<z.ZodObject<typeof ingestEnv>>;
+type WorkerEnv = z.infer<z.ZodObject<typeof workerEnv>>;
+type ReaperEnv = z.infer<z.ZodObject<typeof reaperEnv>>;
+
+export interface IngestConfig {
+  maxPayloadBytes: number;
+  /** DEFAULTS.maxJsonDepth when omitted. */
+  maxJsonDepth?: number;
+  /** The ingest function's schema registry, unvalidated here (functions/framework/schema-registry.ts parses it). */
+  schemaRegistry?: { declaration: Record<string, unknown>; timeoutMs: number };
+}
+
+export interface WorkerConfig {
+  batchSize: number;
+  safetyMarginMs: number;
+  leaseSeconds: number;
+  /** Rows of one aggregate per claim; DEFAULTS.workerRunLength when omitted. */
+  runLength?: number;
+  /** How long an awake worker keeps looking for new rows after the last it found; 0 when omitted. */
+  idleMs?: number;
+  pollMs?: number;
+  /** The consumer's slots; DEFAULTS.workerMaxConcurrency when omitted. */
+  maxConcurrency?: number;
+  fanOutDrainSeconds?: number;
+}
+
+/** Who wakes whom (docs/worker.md, "Wake-ups"). */
+export interface WakeUpsConfig {
+  enabled: boolean;
+  /** The worker an ingest function wakes. */
+  workerFunctionName?: string;
+  /** This function (Lambda's AWS_LAMBDA_FUNCTION_NAME): the target of a worker's fan-out and hand-over. */
+  functionName?: string;
+}
+
+export interface ReaperConfig {
+  batchSize: number;
+  safetyMarginMs: number;
+}
+
+export function ingestConfig(e: IngestEnv): IngestConfig {
+  return {
+    maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
+    maxJsonDepth: e.MAX_JSON_DEPTH,
+    ...(e.SCHEMA_REGISTRY !== undefined
+      ? { schemaRegistry: { declaration: e.SCHEMA_REGISTRY, timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS } }
+      : {}),
+  };
+}
+
+export function workerConfig(e: WorkerEnv): WorkerConfig {
+  return {
+    batchSize: e.WORKER_BATCH_SIZE,
+    safetyMarginMs: e.WORKER_SAFETY_MARGIN_MS,
+    leaseSeconds: e.LEASE_SECONDS,
+    runLength: e.WORKER_RUN_LENGTH,
+    idleMs: e.WORKER_IDLE_MS,
+    pollMs: e.WORKER_POLL_MS,
+    maxConcurrency: e.WORKER_MAX_CONCURRENCY,
+    fanOutDrainSeconds: e.WORKER_FAN_OUT_DRAIN_SECONDS,
+  };
+}
+
+export function wakeUpsConfig(e: WorkerEnv): WakeUpsConfig {
+  return {
+    enabled: e.WAKE_UPS,
+    ...(e.WORKER_FUNCTION_NAME !== undefined ? { workerFunctionName: e.WORKER_FUNCTION_NAME } : {}),
+    ...(e.AWS_LAMBDA_FUNCTION_NAME !== undefined ? { functionName: e.AWS_LAMBDA_FUNCTION_NAME } : {}),
+  };
+}
+
+export function reaperConfig(e: ReaperEnv): ReaperConfig {
+  return { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS };
+}

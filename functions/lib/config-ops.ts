@@ -1,0 +1,68 @@
+/**
+ * The operator function's settings: where it finds each consumer's worker schedule, worker
+ * function and ingest mappings (pause, resume), and what a one-time replay schedule invokes.
+ */
+import { z } from 'zod';
+import { jsonRecord } from './env-values';
+
+export const opsEnv = {
+  /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
+  SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
+  WORKER_SCHEDULES: jsonRecord(z.string(), 'must be a JSON object of consumer name to schedule name').optional(),
+  /** Each consumer's ingest event-source mappings for ops pause/resume --ingest: JSON {consumer: [uuid, …]}. */
+  INGEST_MAPPINGS: jsonRecord(
+    z.array(z.string().min(1)),
+    'must be a JSON object of consumer name to a list of event-source mapping UUIDs',
+  ).optional(),
+  /** Each consumer's worker function, which ops resume wakes: JSON {consumer: function name}. */
+  WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name').optional(),
+  /**
+   * The SSM path of the consumer directory (ops pause/resume in AWS): one parameter per
+   * consumer, written by its stack, naming its worker schedule and function and its ingest
+   * mappings (functions/ops/consumer-directory.ts). The explicit maps above win over it.
+   */
+  CONSUMER_DIRECTORY: z
+    .string()
+    .trim()
+    .regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /')
+    .optional(),
+  /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
+  OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
+  /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
+  SCHEDULER_ROLE_ARN: z.string().trim().startsWith('arn:', 'must be an IAM role ARN').optional(),
+};
+
+type OpsEnv = z.infer<z.ZodObject<typeof opsEnv>>;
+
+export interface OpsConfig {
+  /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
+  ingestMappings: Record<string, string[]>;
+  /** Each consumer's worker function (ops resume wakes it). */
+  workerFunctions: Record<string, string>;
+  /** The SSM path of the consumer directory, where ops finds a consumer's schedule, worker and mappings in AWS. */
+  consumerDirectory?: string;
+}
+
+export interface SchedulerConfig {
+  groupName?: string;
+  workerSchedules: Record<string, string>;
+  opsFunctionArn?: string;
+  schedulerRoleArn?: string;
+}
+
+export function opsConfig(e: OpsEnv): OpsConfig {
+  return {
+    ingestMappings: e.INGEST_MAPPINGS ?? {},
+    workerFunctions: e.WORKER_FUNCTIONS ?? {},
+    ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
+  };
+}
+
+export function schedulerConfig(e: OpsEnv): SchedulerConfig {
+  return {
+    ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
+    workerSchedules: e.WORKER_SCHEDULES ?? {},
+    ...(e.OPS_FUNCTION_ARN !== undefined ? { opsFunctionArn: e.OPS_FUNCTION_ARN } : {}),
+    ...(e.SCHEDULER_ROLE_ARN !== undefined ? { schedulerRoleArn: e.SCHEDULER_ROLE_ARN } : {}),
+  };
+}

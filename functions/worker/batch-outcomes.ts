@@ -1,0 +1,104 @@
+/**
+ * What a worker's batches came to, told: one log line per row, the counts of the run, and
+ * the outcome metrics (per batch, as they happen, and the rest at the end).
+ */
+import { performance } from 'node:perf_hooks';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Metrics } from '@aws-lambda-powertools/metrics';
+import type { ClaimedRow } from '../inbox/claim-due';
+import type { Outcome } from '../inbox/types';
+import { MetricNames } from '../lib/metric-names';
+import { count, MetricUnit } from '../lib/observability';
+import type { BatchReport, RowResult } from './process-batch';
+import type { WorkerResult } from './run-worker';
+
+/** Which count an outcome adds to. */
+const COUNTER = {
+  PROCESSED: 'processed',
+  IGNORED: 'ignored',
+  RETRY_PENDING: 'retried',
+  QUARANTINED: 'quarantined',
+} as const satisfies Record<Outcome['status'], keyof Omit<WorkerResult, 'stoppedBy'>>;
+
+/** The outcome counts and the metric each is reported as. */
+const OUTCOME_METRICS = [
+  [MetricNames.EventsProcessed, 'processed'],
+  [MetricNames.EventsRetried, 'retried'],
+  [MetricNames.EventsQuarantined, 'quarantined'],
+  [MetricNames.EventsIgnored, 'ignored'],
+] as const;
+
+/** What the outcome metrics have been given so far. */
+export type OutcomeCounts = Pick<WorkerResult, 'processed' | 'retried' | 'quarantined' | 'ignored'>;
+
+export function noOutcomes(): OutcomeCounts {
+  return { processed: 0, retried: 0, quarantined: 0, ignored: 0 };
+}
+
+function logRow(logger: Logger, consumerName: string, r: RowResult): void {
+  const { row, outcome } = r;
+  const line = {
+    event: 'consumer_inbox_processed',
+    consumerName,
+    eventId: row.event_id,
+    eventType: row.event_type,
+    aggregateId: row.aggregate_id,
+    topic: row.topic_name,
+    partition: row.partition_no,
+    offset: row.offset_no,
+    correlationId: row.correlation_id,
+    attemptCount: row.attempt_count,
+    durationMs: Math.round(r.durationMs),
+    outcome: outcome.status,
+    ...(outcome.status === 'RETRY_PENDING' || outcome.status === 'QUARANTINED' ? { errorCode: outcome.errorCode } : {}),
+  };
+  if (outcome.status === 'QUARANTINED') logger.error('consumer_inbox_processed', line);
+  else if (outcome.status === 'RETRY_PENDING') logger.warn('consumer_inbox_processed', line);
+  else logger.info('consumer_inbox_processed', line);
+}
+
+/**
+ * A batch's reports added to the run: `result`'s counts, the rows lost (handed back at the
+ * end), a log line per row, and each finished row's latency since it was received.
+ */
+export function recordReports(
+  out: { result: WorkerResult; lost: ClaimedRow[] },
+  tell: { logger: Logger; metrics: Metrics; consumerName: string },
+  reports: readonly BatchReport[],
+  claimedAt: number,
+): void {
+  const { result, lost } = out;
+  for (const report of reports) {
+    result.released += report.released.length;
+    result.lost += report.lost.length;
+    lost.push(...report.lost);
+    for (const r of report.completed) {
+      logRow(tell.logger, tell.consumerName, r);
+      result[COUNTER[r.outcome.status]] += 1;
+      if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
+        // Received → processed, on one clock: the database's age at claim plus our time since.
+        tell.metrics.addMetric(
+          MetricNames.ProcessingLatency,
+          MetricUnit.Milliseconds,
+          Math.round(r.row.waited_seconds * 1000 + (performance.now() - claimedAt)),
+        );
+      }
+    }
+    if (report.lost.length > 0) {
+      tell.logger.warn('worker_leases_lost', { consumerName: tell.consumerName, rows: report.lost.length });
+    }
+  }
+}
+
+/** The outcome metrics for what `result` counted since `reported`, which then catches up. */
+export function publishNewOutcomes(metrics: Metrics, result: WorkerResult, reported: OutcomeCounts): void {
+  for (const [name, key] of OUTCOME_METRICS) {
+    if (result[key] > reported[key]) count(metrics, name, result[key] - reported[key]);
+    reported[key] = result[key];
+  }
+}
+
+/** At the end: the rest of every outcome metric, zero included, so an invocation that processed nothing still reports it. */
+export function publishRemainingOutcomes(metrics: Metrics, result: WorkerResult, reported: OutcomeCounts): void {
+  for (const [name, key] of OUTCOME_METRICS) count(metrics, name, result[key] - reported[key]);
+}

@@ -1,0 +1,222 @@
+/**
+ * How a batch's rows run (process-batch.ts holds the transaction around them): each row's
+ * step decided before anything runs, the fast path (every run's rows in stages, in one
+ * savepoint) and the slow path (each row in its own savepoint) it falls back to.
+ */
+import { performance } from 'node:perf_hooks';
+import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../framework/types';
+import { isBatchHandler, type BatchEventHandler } from '../framework/define';
+import { prepareDispatch, runBatch } from '../framework/dispatch';
+import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
+import type { ClaimedRow } from '../inbox/claim-due';
+import type { Outcome } from '../inbox/types';
+import type { TransactionSql } from '../lib/db';
+import type { BatchContext, RowResult } from './process-batch';
+
+interface Runnable {
+  row: ClaimedRow;
+  run: (tx: TransactionSql) => Promise<void>;
+  handler: EventHandler<any>;
+  event: InboxEvent;
+}
+
+/** One row of a lane's run, as far as it could be decided before running anything. */
+export type Step = { kind: 'run'; runnable: Runnable } | { kind: 'settled'; result: RowResult };
+
+function succeeded(outcome: Outcome): boolean {
+  return outcome.status === 'PROCESSED' || outcome.status === 'IGNORED';
+}
+
+/** Thrown inside the fast path's savepoint to roll it back; never escapes this module. */
+class FastPathFailed extends Error {}
+
+export function failedOutcome(ctx: BatchContext, row: ClaimedRow, error: unknown): Outcome {
+  return outcomeForFailure(
+    ctx.consumer.retry,
+    { inboxId: row.inbox_id, attempt: row.attempt_count, waitedSeconds: row.waited_seconds },
+    error,
+    ctx.random,
+  );
+}
+
+/** Decide what can be decided without the database: IGNORED, quarantines before dispatch, exhausted attempts. */
+export function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
+  const exhausted = outcomeForExhausted(ctx.consumer.retry, row.inbox_id, row.attempt_count);
+  if (exhausted !== undefined) return { kind: 'settled', result: { row, outcome: exhausted, durationMs: 0 } };
+  try {
+    const prepared = prepareDispatch(ctx.consumer, row);
+    if (prepared.kind === 'ignored') {
+      return { kind: 'settled', result: { row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 } };
+    }
+    return { kind: 'run', runnable: { row, run: prepared.run, handler: prepared.handler, event: prepared.event } };
+  } catch (error) {
+    return { kind: 'settled', result: { row, outcome: failedOutcome(ctx, row, error), durationMs: 0 } };
+  }
+}
+
+/**
+ * The units of one stage: the events of a set-based handler together (one statement for
+ * all of them), every other event on its own. The rows of a stage are of different
+ * aggregates, so the units are independent of each other.
+ */
+function units(
+  consumer: ConsumerDeclaration,
+  stage: readonly Runnable[],
+): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
+  const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
+  const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
+  for (const r of stage) {
+    if (isBatchHandler(r.handler)) {
+      const group = grouped.get(r.handler);
+      if (group === undefined) grouped.set(r.handler, [r]);
+      else group.push(r);
+    } else {
+      out.push({ rows: [r.row], run: r.run });
+    }
+  }
+  for (const [handler, group] of grouped) {
+    out.push({
+      rows: group.map((g) => g.row),
+      run: (tx) =>
+        runBatch(
+          consumer,
+          handler,
+          tx,
+          group.map((g) => g.event),
+        ),
+    });
+  }
+  return out;
+}
+
+/**
+ * Every run's runnable rows, stage by stage, in one savepoint. Resolves to per-row
+ * durations, or undefined if anything failed (the savepoint is then rolled back).
+ */
+async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
+  const durations = new Map<string, number>();
+  const depth = Math.max(0, ...runs.map((r) => r.length));
+  try {
+    await tx.savepoint(async (sp) => {
+      for (let k = 0; k < depth; k++) {
+        const stage = runs.flatMap((run) => (k < run.length ? [run[k]!] : []));
+        // allSettled, not all: every handler must have finished issuing its statements
+        // before the savepoint is rolled back, or a slow handler's later statements would
+        // land outside it.
+        const results = await Promise.allSettled(
+          units(ctx.consumer, stage).map(async ({ rows, run }) => {
+            const started = performance.now();
+            await run(sp);
+            const elapsed = performance.now() - started;
+            for (const row of rows) durations.set(row.inbox_id, elapsed);
+          }),
+        );
+        if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
+      }
+    });
+    return durations;
+  } catch (error) {
+    if (error instanceof FastPathFailed) return undefined;
+    throw error;
+  }
+}
+
+/** What one lane's share of the batch came to. */
+export interface LaneResult {
+  results: RowResult[];
+  /** Not run: behind the row that stopped the run, or not started in time. */
+  handedBack: ClaimedRow[];
+  stoppedBy: Outcome | undefined;
+  outOfTime: boolean;
+}
+
+/** The lane's steps up to and including the first settled row that does not succeed. */
+function prefixOf(steps: readonly Step[]): { prefix: Step[]; rest: Step[] } {
+  const stop = steps.findIndex((s) => s.kind === 'settled' && !succeeded(s.result.outcome));
+  return stop < 0 ? { prefix: [...steps], rest: [] } : { prefix: steps.slice(0, stop + 1), rest: steps.slice(stop + 1) };
+}
+
+function rowOf(step: Step): ClaimedRow {
+  return step.kind === 'run' ? step.runnable.row : step.result.row;
+}
+
+/** The slow path for one lane: each row in its own savepoint, in order, until one does not succeed. */
+async function runLaneSlowly(ctx: BatchContext, tx: TransactionSql, steps: readonly Step[]): Promise<LaneResult> {
+  const lane: LaneResult = { results: [], handedBack: [], stoppedBy: undefined, outOfTime: false };
+  for (let i = 0; i < steps.length; i++) {
+    const step = steps[i]!;
+    if (lane.stoppedBy !== undefined || lane.outOfTime) {
+      lane.handedBack.push(rowOf(step));
+      continue;
+    }
+    if (step.kind === 'settled') {
+      lane.results.push(step.result);
+      if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
+      continue;
+    }
+    if (ctx.remainingMs() < ctx.safetyMarginMs) {
+      lane.outOfTime = true;
+      lane.handedBack.push(step.runnable.row);
+      continue;
+    }
+    const { row, run } = step.runnable;
+    const started = performance.now();
+    try {
+      await tx.savepoint((sp) => run(sp));
+      lane.results.push({ row, outcome: { inboxId: row.inbox_id, status: 'PROCESSED' }, durationMs: performance.now() - started });
+    } catch (error) {
+      const outcome = failedOutcome(ctx, row, error);
+      lane.results.push({ row, outcome, durationMs: performance.now() - started });
+      lane.stoppedBy = outcome;
+    }
+  }
+  return lane;
+}
+
+/** A lane's fast-path result: its prefix's rows processed (or settled), the rest handed back. */
+function fastLaneResult(prefix: readonly Step[], rest: readonly Step[], durations: ReadonlyMap<string, number>): LaneResult {
+  const lane: LaneResult = { results: [], handedBack: rest.map(rowOf), stoppedBy: undefined, outOfTime: false };
+  for (const step of prefix) {
+    if (step.kind === 'settled') {
+      lane.results.push(step.result);
+      if (!succeeded(step.result.outcome)) lane.stoppedBy = step.result.outcome;
+    } else {
+      const { row } = step.runnable;
+      lane.results.push({
+        row,
+        outcome: { inboxId: row.inbox_id, status: 'PROCESSED' },
+        durationMs: durations.get(row.inbox_id) ?? 0,
+      });
+    }
+  }
+  return lane;
+}
+
+/**
+ * Every lane's steps, run: none when the time is up before anything ran (every row goes
+ * back as it was, attempt refunded), else the fast path, and the slow path when it failed.
+ */
+export async function runLanes(
+  ctx: BatchContext,
+  tx: TransactionSql,
+  steps: readonly Step[][],
+): Promise<{ laneResults: LaneResult[]; slowPath: boolean }> {
+  if (ctx.remainingMs() < ctx.safetyMarginMs) {
+    const laneResults = steps.map((laneSteps) => ({
+      results: [],
+      handedBack: laneSteps.map(rowOf),
+      stoppedBy: undefined,
+      outOfTime: laneSteps.length > 0,
+    }));
+    return { laneResults, slowPath: false };
+  }
+  const split = steps.map(prefixOf);
+  const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
+  const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(ctx, tx, runs);
+  if (durations !== undefined) {
+    return { laneResults: split.map(({ prefix, rest }) => fastLaneResult(prefix, rest, durations)), slowPath: false };
+  }
+  const laneResults: LaneResult[] = [];
+  for (const laneSteps of steps) laneResults.push(await runLaneSlowly(ctx, tx, laneSteps));
+  return { laneResults, slowPath: true };
+}
