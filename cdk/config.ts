@@ -470,6 +470,9 @@ function groupIds(base: string, topics: string[]): Record<string, string> {
   return Object.fromEntries(topics.map((t) => [t, `${base}.${t}`.slice(0, 200)]));
 }
 
+/** The stage's settings but its consumers: what each consumer's checks read. */
+type StageRest = Omit<StageSettings, 'consumers' | 'consumerDefaults'>;
+
 /**
  * Validate the raw context of one stage against the declared consumers. Throws
  * StageConfigError listing every problem with its context path.
@@ -489,14 +492,38 @@ export function parseStageConfig(
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
   }
   const { consumers: overrides, consumerDefaults, ...rest } = result.data;
+  problems.push(...unknownConsumerProblems(stage, overrides, declared));
+  problems.push(...runnerTimingProblems(stage, rest));
 
-  const known = new Set(declared.map((c) => c.name));
-  for (const name of Object.keys(overrides)) {
-    if (!known.has(name)) {
-      problems.push(`stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
-    }
+  const consumers: ConsumerStageConfig[] = [];
+  const context: ConsumerContext = { stage, rest, consumerDefaults, recorded, seenGroups: new Map<string, string>() };
+  for (const declaration of declared) {
+    const consumer = consumerConfig(context, declaration, overrides[declaration.name] ?? { enabled: true }, problems);
+    if (consumer !== undefined) consumers.push(consumer);
   }
+  if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+  problems.push(...stackSizeProblems(stage, consumers, rest.maxConsumersPerStack));
+  problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
+  problems.push(...pollerGroupProblems(stage, consumers));
+  problems.push(...brokerRouteProblems(stage, consumers, rest));
 
+  if (problems.length > 0) {
+    throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
+  }
+  return { stage, ...rest, consumers };
+}
+
+/** A stage's consumer overrides must each name a declared consumer. */
+function unknownConsumerProblems(stage: string, overrides: StageSettings['consumers'], declared: readonly DeclaredConsumer[]): string[] {
+  const known = new Set(declared.map((c) => c.name));
+  return Object.keys(overrides)
+    .filter((name) => !known.has(name))
+    .map((name) => `stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
+}
+
+/** The reaper's and the relay's timeouts against their safety margins and the relay's lease. */
+function runnerTimingProblems(stage: string, rest: StageRest): string[] {
+  const problems: string[] = [];
   // A reaper or relay whose timeout is not above its safety margin would start no batch at all.
   for (const fn of ['reaper', 'relay'] as const) {
     if (rest[fn].timeoutSeconds <= rest[fn].safetyMarginSeconds) {
@@ -509,69 +536,84 @@ export function parseStageConfig(
       `stages.${stage}.relay: timeoutSeconds + safetyMarginSeconds must be below relay.leaseSeconds (${rest.relay.leaseSeconds})`,
     );
   }
+  return problems;
+}
 
-  const consumers: ConsumerStageConfig[] = [];
-  const seenGroups = new Map<string, string>();
-  for (const declaration of declared) {
-    const {
-      topics: topicOverride,
-      consumerGroupId,
-      enabled,
-      schemaRegistry: registryOverride,
-      stack: stackOverride,
-      movedFrom,
-      ...settings
-    } = overrides[declaration.name] ?? { enabled: true };
-    if (!enabled) continue;
-    const merged: ConsumerSettings = { ...consumerDefaults, ...stripUndefined(settings) };
-    const topics = topicOverride ?? [...declaration.topics];
-    const path = `stages.${stage}.consumers.${declaration.name}`;
-    if (merged.minPollers > merged.maxPollers) problems.push(`${path}: minPollers must not exceed maxPollers`);
-    // The worker must finish (and release what it claimed) well before its lease could expire,
-    // or the reaper would hand a live worker's rows to another worker.
-    if (merged.workerTimeoutSeconds + rest.worker.safetyMarginSeconds >= rest.worker.leaseSeconds) {
-      problems.push(
-        `${path}: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (${rest.worker.leaseSeconds})`,
-      );
-    }
-    if (merged.workerTimeoutSeconds <= rest.worker.safetyMarginSeconds) {
-      problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
-    }
-    // Fan-out would invoke workers that Lambda throttles: the slots and the concurrency disagree.
-    if (typeof merged.workerReservedConcurrency === 'number' && merged.workerReservedConcurrency < merged.workerMaxConcurrency) {
-      problems.push(`${path}: workerReservedConcurrency must be at least workerMaxConcurrency (${merged.workerMaxConcurrency}), or false`);
-    }
-    const consumerGroupIds = groupIds(consumerGroupId ?? declaration.name, topics);
-    for (const [topic, group] of Object.entries(consumerGroupIds)) {
-      const owner = seenGroups.get(group);
-      if (owner !== undefined) problems.push(`${path}: consumer group "${group}" is also used by ${owner}`);
-      seenGroups.set(group, `${declaration.name}/${topic}`);
-    }
-    const stack = stackOverride ?? declaration.stack ?? DEFAULT_CONSUMER_STACK;
-    problems.push(...placementProblems(path, declaration, stack, recorded[declaration.name], movedFrom));
-    const schemaRegistry = registryOverride ?? declaredRegistry(declaration, problems);
-    if (schemaRegistry !== undefined) problems.push(...registryProblems(path, schemaRegistry, rest));
-    consumers.push({
-      ...merged,
-      name: declaration.name,
-      mode: declaration.mode,
-      topics,
-      consumerGroupIds,
-      ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
-      outboxTopics: [...new Set(Object.values(declaration.emits ?? {}).map((e) => e.topic))].sort(),
-      stack,
-    });
-  }
-  if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
-  problems.push(...stackSizeProblems(stage, consumers, rest.maxConsumersPerStack));
-  problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
-  problems.push(...pollerGroupProblems(stage, consumers));
-  problems.push(...brokerRouteProblems(stage, consumers, rest));
+/** What every consumer's config is checked against; seenGroups collects the consumer groups taken so far. */
+interface ConsumerContext {
+  stage: string;
+  rest: StageRest;
+  consumerDefaults: StageSettings['consumerDefaults'];
+  recorded: RecordedPlacements;
+  seenGroups: Map<string, string>;
+}
 
-  if (problems.length > 0) {
-    throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
+/**
+ * One declared consumer's config in this stage, its defaults and overrides merged; undefined
+ * when the stage disables it. Its problems are appended to `problems`.
+ */
+function consumerConfig(
+  context: ConsumerContext,
+  declaration: DeclaredConsumer,
+  override: StageSettings['consumers'][string],
+  problems: string[],
+): ConsumerStageConfig | undefined {
+  const { stage, rest, seenGroups } = context;
+  const {
+    topics: topicOverride,
+    consumerGroupId,
+    enabled,
+    schemaRegistry: registryOverride,
+    stack: stackOverride,
+    movedFrom,
+    ...settings
+  } = override;
+  if (!enabled) return undefined;
+  const merged: ConsumerSettings = { ...context.consumerDefaults, ...stripUndefined(settings) };
+  const topics = topicOverride ?? [...declaration.topics];
+  const path = `stages.${stage}.consumers.${declaration.name}`;
+  problems.push(...workerProblems(path, merged, rest));
+  const consumerGroupIds = groupIds(consumerGroupId ?? declaration.name, topics);
+  for (const [topic, group] of Object.entries(consumerGroupIds)) {
+    const owner = seenGroups.get(group);
+    if (owner !== undefined) problems.push(`${path}: consumer group "${group}" is also used by ${owner}`);
+    seenGroups.set(group, `${declaration.name}/${topic}`);
   }
-  return { stage, ...rest, consumers };
+  const stack = stackOverride ?? declaration.stack ?? DEFAULT_CONSUMER_STACK;
+  problems.push(...placementProblems(path, declaration, stack, context.recorded[declaration.name], movedFrom));
+  const schemaRegistry = registryOverride ?? declaredRegistry(declaration, problems);
+  if (schemaRegistry !== undefined) problems.push(...registryProblems(path, schemaRegistry, rest));
+  return {
+    ...merged,
+    name: declaration.name,
+    mode: declaration.mode,
+    topics,
+    consumerGroupIds,
+    ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
+    outboxTopics: [...new Set(Object.values(declaration.emits ?? {}).map((e) => e.topic))].sort(),
+    stack,
+  };
+}
+
+/** A consumer's pollers, and its worker's timeout against the lease, the margin and its concurrency. */
+function workerProblems(path: string, merged: ConsumerSettings, rest: StageRest): string[] {
+  const problems: string[] = [];
+  if (merged.minPollers > merged.maxPollers) problems.push(`${path}: minPollers must not exceed maxPollers`);
+  // The worker must finish (and release what it claimed) well before its lease could expire,
+  // or the reaper would hand a live worker's rows to another worker.
+  if (merged.workerTimeoutSeconds + rest.worker.safetyMarginSeconds >= rest.worker.leaseSeconds) {
+    problems.push(
+      `${path}: workerTimeoutSeconds + worker.safetyMarginSeconds must be below worker.leaseSeconds (${rest.worker.leaseSeconds})`,
+    );
+  }
+  if (merged.workerTimeoutSeconds <= rest.worker.safetyMarginSeconds) {
+    problems.push(`${path}: workerTimeoutSeconds must exceed worker.safetyMarginSeconds`);
+  }
+  // Fan-out would invoke workers that Lambda throttles: the slots and the concurrency disagree.
+  if (typeof merged.workerReservedConcurrency === 'number' && merged.workerReservedConcurrency < merged.workerMaxConcurrency) {
+    problems.push(`${path}: workerReservedConcurrency must be at least workerMaxConcurrency (${merged.workerMaxConcurrency}), or false`);
+  }
+  return problems;
 }
 
 /**

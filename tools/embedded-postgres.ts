@@ -219,6 +219,115 @@ async function stopServer(child: ChildProcess): Promise<void> {
   }
 }
 
+/**
+ * PostgreSQL runs as the `postgres` user when we are root: that user must reach the data
+ * folder and the binaries (copied into our folder when it cannot reach them where they are).
+ * Returns the binaries' folder to use.
+ */
+async function giveAccess(account: Account, nativeDir: string, dataDir: string, folder: string | undefined): Promise<string> {
+  let native = nativeDir;
+  // The folder is ours (mode 700 from mkdtemp): the postgres user must traverse it.
+  if (folder) await chmod(folder, 0o755);
+  await chown(dataDir, account.uid, account.gid);
+  let access = await reachable(account, join(native, 'bin', 'initdb'), dataDir);
+  if (access.dir && !access.binary && folder) {
+    await cp(native, join(folder, 'native'), { recursive: true, verbatimSymlinks: true });
+    native = join(folder, 'native');
+    access = await reachable(account, join(native, 'bin', 'initdb'), dataDir);
+  }
+  if (!access.dir || !access.binary) {
+    const where = access.dir ? native : dataDir;
+    throw new EmbeddedPostgresError(
+      `PostgreSQL runs as the \`postgres\` user here (it refuses root), and that user cannot reach ${where}: ` +
+        `a folder on the way is closed to other users. Set TMPDIR to a folder every user can traverse (e.g. /tmp), ${ALTERNATIVE}`,
+    );
+  }
+  return native;
+}
+
+/** initdb with a fresh random password for postgres, written to a file only while initdb reads it; returns the password. */
+async function initCluster(
+  native: string,
+  base: string,
+  dataDir: string,
+  account: Account | undefined,
+  log: (message: string) => void,
+): Promise<string> {
+  const password = randomBytes(12).toString('hex');
+  const pwfile = join(base, 'pwfile');
+  await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
+  if (account) await chown(pwfile, account.uid, account.gid);
+  try {
+    await runBinary(
+      join(native, 'bin', 'initdb'),
+      [
+        `--pgdata=${dataDir}`,
+        '--auth=password',
+        '--username=postgres',
+        `--pwfile=${pwfile}`,
+        '--encoding=UTF8',
+        '--no-locale',
+        '--no-sync',
+      ],
+      account,
+      log,
+    );
+  } finally {
+    await rm(pwfile, { force: true });
+  }
+  return password;
+}
+
+function serverFlags(options: EmbeddedOptions, dataDir: string, port: number): string[] {
+  const flags = [
+    '-D',
+    dataDir,
+    '-p',
+    String(port),
+    '-c',
+    `max_connections=${options.maxConnections ?? 300}`,
+    '-c',
+    'listen_addresses=127.0.0.1',
+    // TCP only: no socket or lock file in /tmp to leave behind.
+    '-c',
+    'unix_socket_directories=',
+  ];
+  if (options.fast ?? true) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
+  for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
+  return flags;
+}
+
+/** Spawns the server and resolves once it accepts connections; `server` tracks it for the exit hooks. */
+async function startServer(
+  native: string,
+  flags: string[],
+  account: Account | undefined,
+  server: LiveServer,
+  log: (message: string) => void,
+): Promise<void> {
+  installExitHooks();
+  const child = spawn(join(native, 'bin', 'postgres'), flags, {
+    ...account,
+    env: { ...process.env, LC_MESSAGES: 'C' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+  });
+  server.child = child;
+  live.add(server);
+  await new Promise<void>((resolve, reject) => {
+    // Keep reading after start: a full pipe would stall the server's logging.
+    const read = (chunk: Buffer) => {
+      const text = chunk.toString('utf8');
+      log(text);
+      if (text.includes('database system is ready to accept connections')) resolve();
+    };
+    child.stdout!.on('data', read);
+    child.stderr!.on('data', read);
+    child.once('error', reject);
+    child.once('exit', (code, signal) => reject(new Error(`postgres exited with ${code ?? signal} before accepting connections`)));
+  });
+}
+
 export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Promise<EmbeddedDatabase> {
   const logs: string[] = [];
   const log = (message: string) => {
@@ -235,86 +344,10 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
 
   try {
     await mkdir(dataDir, { recursive: true, mode: 0o700 });
-    if (account) {
-      // The folder is ours (mode 700 from mkdtemp): the postgres user must traverse it.
-      if (folder) await chmod(folder, 0o755);
-      await chown(dataDir, account.uid, account.gid);
-      let access = await reachable(account, join(native, 'bin', 'initdb'), dataDir);
-      if (access.dir && !access.binary && folder) {
-        await cp(native, join(folder, 'native'), { recursive: true, verbatimSymlinks: true });
-        native = join(folder, 'native');
-        access = await reachable(account, join(native, 'bin', 'initdb'), dataDir);
-      }
-      if (!access.dir || !access.binary) {
-        const where = access.dir ? native : dataDir;
-        throw new EmbeddedPostgresError(
-          `PostgreSQL runs as the \`postgres\` user here (it refuses root), and that user cannot reach ${where}: ` +
-            `a folder on the way is closed to other users. Set TMPDIR to a folder every user can traverse (e.g. /tmp), ${ALTERNATIVE}`,
-        );
-      }
-    }
-
-    const password = randomBytes(12).toString('hex');
-    const pwfile = join(base, 'pwfile');
-    await writeFile(pwfile, `${password}\n`, { mode: 0o600 });
-    if (account) await chown(pwfile, account.uid, account.gid);
-    try {
-      await runBinary(
-        join(native, 'bin', 'initdb'),
-        [
-          `--pgdata=${dataDir}`,
-          '--auth=password',
-          '--username=postgres',
-          `--pwfile=${pwfile}`,
-          '--encoding=UTF8',
-          '--no-locale',
-          '--no-sync',
-        ],
-        account,
-        log,
-      );
-    } finally {
-      await rm(pwfile, { force: true });
-    }
-
+    if (account) native = await giveAccess(account, native, dataDir, folder);
+    const password = await initCluster(native, base, dataDir, account, log);
     const port = options.port ?? (await freePort());
-    const flags = [
-      '-D',
-      dataDir,
-      '-p',
-      String(port),
-      '-c',
-      `max_connections=${options.maxConnections ?? 300}`,
-      '-c',
-      'listen_addresses=127.0.0.1',
-      // TCP only: no socket or lock file in /tmp to leave behind.
-      '-c',
-      'unix_socket_directories=',
-    ];
-    if (options.fast ?? true) flags.push('-c', 'fsync=off', '-c', 'synchronous_commit=off', '-c', 'full_page_writes=off');
-    for (const [name, value] of Object.entries(options.settings ?? {})) flags.push('-c', `${name}=${value}`);
-
-    installExitHooks();
-    const child = spawn(join(native, 'bin', 'postgres'), flags, {
-      ...account,
-      env: { ...process.env, LC_MESSAGES: 'C' },
-      stdio: ['ignore', 'pipe', 'pipe'],
-      detached: true,
-    });
-    server.child = child;
-    live.add(server);
-    await new Promise<void>((resolve, reject) => {
-      // Keep reading after start: a full pipe would stall the server's logging.
-      const read = (chunk: Buffer) => {
-        const text = chunk.toString('utf8');
-        log(text);
-        if (text.includes('database system is ready to accept connections')) resolve();
-      };
-      child.stdout!.on('data', read);
-      child.stderr!.on('data', read);
-      child.once('error', reject);
-      child.once('exit', (code, signal) => reject(new Error(`postgres exited with ${code ?? signal} before accepting connections`)));
-    });
+    await startServer(native, serverFlags(options, dataDir, port), account, server, log);
 
     let stopped = false;
     return {
@@ -324,7 +357,7 @@ export async function startEmbeddedPostgres(options: EmbeddedOptions = {}): Prom
       async stop() {
         if (stopped) return;
         stopped = true;
-        await stopServer(child);
+        await stopServer(server.child);
         live.delete(server);
         if (folder) await rm(folder, { recursive: true, force: true });
       },

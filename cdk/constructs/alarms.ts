@@ -93,143 +93,163 @@ export class InboxAlarms extends Construct {
   readonly alarms: (cloudwatch.Alarm | cloudwatch.CompositeAlarm)[] = [];
 
   private readonly action: actions.SnsAction;
+  private readonly metrics: InboxMetrics;
+  private readonly thresholds: StageConfig['alarms'];
 
   constructor(scope: Construct, id: string, props: InboxAlarmsProps) {
     super(scope, id);
-    const { metrics: m, thresholds: t } = props;
+    this.metrics = props.metrics;
+    this.thresholds = props.thresholds;
     this.action = new actions.SnsAction(props.topic);
 
-    // No data means nothing happened (counts), or that the function publishing it is silent,
-    // which its heartbeat reports.
-    const add = (alarmId: string, metric: cloudwatch.IMetric, threshold: number, section: keyof typeof RUNBOOK, what: string) =>
-      this.alarm(alarmId, { metric, threshold, evaluationPeriods: t.evaluationPeriods }, section, what);
-
-    for (const c of props.consumers) {
-      const key = idOf(c.name);
-      add(
-        `${key}QuarantineDepth`,
-        m.metric(c.name, MetricNames.QuarantineDepth, 'Maximum'),
-        t.quarantineDepth,
-        'quarantineDepth',
-        `${c.name}: rows are QUARANTINED and wait for an operator.`,
-      );
-      add(
-        `${key}Poison`,
-        m.metric(c.name, MetricNames.RecordsPoisoned, 'Sum'),
-        t.poisonRecords,
-        'poisonRecords',
-        `${c.name}: Kafka records could not become inbox rows and were stored as poison.`,
-      );
-      add(
-        `${key}OldestDueAge`,
-        m.unlessPaused(c.name, m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum'), 'oldest due age'),
-        t.oldestDueAgeSeconds,
-        'oldestDueAge',
-        `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s (not while the consumer is paused).`,
-      );
-      add(
-        `${key}OffsetLag`,
-        m.offsetLag(c),
-        t.offsetLag,
-        'offsetLag',
-        `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`,
-      );
-      add(
-        `${key}LatencyP50`,
-        m.latency(c.name, 'p50', t.latencyMinSamples),
-        t.processingLatencyP50Ms,
-        'processingLatency',
-        `${c.name}: half the events took more than ${t.processingLatencyP50Ms} ms from received to processed (wake-ups not working?).`,
-      );
-      add(
-        `${key}LatencyP99`,
-        m.latency(c.name, 'p99', t.latencyMinSamples),
-        t.processingLatencyP99Ms,
-        'processingLatency',
-        `${c.name}: 1 % of the events took more than ${t.processingLatencyP99Ms} ms from received to processed.`,
-      );
-      add(
-        `${key}EsmFailedRecords`,
-        m.esmFailedRecords(c),
-        t.esmFailedRecords,
-        'esmFailedRecords',
-        `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
-      );
-      if (c.emits) {
-        // The relay publishes this gauge every minute: silence means it is not running.
-        this.alarm(
-          `${key}OutboxUnpublishedAge`,
-          {
-            metric: m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum'),
-            threshold: t.outboxUnpublishedAgeSeconds,
-            evaluationPeriods: t.evaluationPeriods,
-            treatMissingData: cloudwatch.TreatMissingData.BREACHING,
-          },
-          'outboxUnpublishedAge',
-          `${c.name}: an emitted event has waited more than ${t.outboxUnpublishedAgeSeconds} s to be published, or the relay publishes no gauge.`,
-        );
-      }
-      if (c.schemaRegistry) {
-        add(
-          `${key}SchemaRegistryErrors`,
-          m.schemaRegistryErrors(c),
-          t.schemaRegistryErrors,
-          'schemaRegistryErrors',
-          `${c.name}: the event-source mapping could not fetch a schema or validate records against the schema registry; those records never reached the function.`,
-        );
-        // The function's own lookups: a record it could not read for want of the registry is
-        // handed back, and its partition waits; the threshold is the mapping's (schemaRegistryErrors).
-        add(
-          `${key}SchemaRegistryUnavailable`,
-          m.metric(c.name, MetricNames.SchemaRegistryUnavailable, 'Sum'),
-          t.schemaRegistryErrors,
-          'schemaRegistryUnavailable',
-          `${c.name}: the ingest function could not read writer schemas from the schema registry; those records were handed back and their partitions wait.`,
-        );
-      }
-    }
-
-    for (const f of props.functions) {
-      const key = idOf(f.label);
-      add(
-        `${key}Errors`,
-        f.function.metricErrors({ statistic: 'Sum', period: m.period }),
-        t.functionErrors,
-        'functionErrors',
-        `${f.label}: the function returned errors.`,
-      );
-      add(
-        `${key}Throttles`,
-        f.function.metricThrottles({ statistic: 'Sum', period: m.period }),
-        t.functionThrottles,
-        'functionThrottles',
-        `${f.label}: Lambda throttled invocations (reserved or account concurrency exhausted).`,
-      );
-    }
-
+    for (const c of props.consumers) this.consumerAlarms(c);
+    for (const f of props.functions) this.functionAlarms(f);
     for (const s of props.scheduled) this.heartbeat(s, props);
+    for (const q of props.failureQueues) this.failureQueueAlarm(q);
+    if (props.database !== undefined) this.databaseAlarms(props.database);
+  }
 
-    for (const q of props.failureQueues) {
-      add(
-        `${idOf(q.label)}Messages`,
-        q.queue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: m.period }),
-        t.failedInvocations,
-        'failedInvocations',
-        `${q.label} holds messages: invocations that never ran or failed, kept for inspection.`,
-      );
-    }
+  /**
+   * A consumer's alarms: its backlog, its mapping, its latency; its outbox when it emits,
+   * its schema registry when it has one.
+   */
+  private consumerAlarms(c: MonitoredConsumer): void {
+    const { metrics: m, thresholds: t } = this;
+    const key = idOf(c.name);
+    this.add(
+      `${key}QuarantineDepth`,
+      m.metric(c.name, MetricNames.QuarantineDepth, 'Maximum'),
+      t.quarantineDepth,
+      'quarantineDepth',
+      `${c.name}: rows are QUARANTINED and wait for an operator.`,
+    );
+    this.add(
+      `${key}Poison`,
+      m.metric(c.name, MetricNames.RecordsPoisoned, 'Sum'),
+      t.poisonRecords,
+      'poisonRecords',
+      `${c.name}: Kafka records could not become inbox rows and were stored as poison.`,
+    );
+    this.add(
+      `${key}OldestDueAge`,
+      m.unlessPaused(c.name, m.metric(c.name, MetricNames.OldestDueAgeSeconds, 'Maximum'), 'oldest due age'),
+      t.oldestDueAgeSeconds,
+      'oldestDueAge',
+      `${c.name}: the oldest due row has waited more than ${t.oldestDueAgeSeconds} s (not while the consumer is paused).`,
+    );
+    this.add(
+      `${key}OffsetLag`,
+      m.offsetLag(c),
+      t.offsetLag,
+      'offsetLag',
+      `${c.name}: the ingest mapping is more than ${t.offsetLag} records behind.`,
+    );
+    this.add(
+      `${key}LatencyP50`,
+      m.latency(c.name, 'p50', t.latencyMinSamples),
+      t.processingLatencyP50Ms,
+      'processingLatency',
+      `${c.name}: half the events took more than ${t.processingLatencyP50Ms} ms from received to processed (wake-ups not working?).`,
+    );
+    this.add(
+      `${key}LatencyP99`,
+      m.latency(c.name, 'p99', t.latencyMinSamples),
+      t.processingLatencyP99Ms,
+      'processingLatency',
+      `${c.name}: 1 % of the events took more than ${t.processingLatencyP99Ms} ms from received to processed.`,
+    );
+    this.add(
+      `${key}EsmFailedRecords`,
+      m.esmFailedRecords(c),
+      t.esmFailedRecords,
+      'esmFailedRecords',
+      `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
+    );
+    if (c.emits) this.outboxAlarm(c);
+    if (c.schemaRegistry) this.schemaRegistryAlarms(c);
+  }
 
-    if (props.database === undefined) return;
-    const { cluster, maxCapacityAcu } = props.database;
+  private outboxAlarm(c: MonitoredConsumer): void {
+    const { metrics: m, thresholds: t } = this;
+    const key = idOf(c.name);
+    // The relay publishes this gauge every minute: silence means it is not running.
+    this.alarm(
+      `${key}OutboxUnpublishedAge`,
+      {
+        metric: m.metric(c.name, MetricNames.OutboxOldestUnpublishedAgeSeconds, 'Maximum'),
+        threshold: t.outboxUnpublishedAgeSeconds,
+        evaluationPeriods: t.evaluationPeriods,
+        treatMissingData: cloudwatch.TreatMissingData.BREACHING,
+      },
+      'outboxUnpublishedAge',
+      `${c.name}: an emitted event has waited more than ${t.outboxUnpublishedAgeSeconds} s to be published, or the relay publishes no gauge.`,
+    );
+  }
+
+  private schemaRegistryAlarms(c: MonitoredConsumer): void {
+    const { metrics: m, thresholds: t } = this;
+    const key = idOf(c.name);
+    this.add(
+      `${key}SchemaRegistryErrors`,
+      m.schemaRegistryErrors(c),
+      t.schemaRegistryErrors,
+      'schemaRegistryErrors',
+      `${c.name}: the event-source mapping could not fetch a schema or validate records against the schema registry; those records never reached the function.`,
+    );
+    // The function's own lookups: a record it could not read for want of the registry is
+    // handed back, and its partition waits; the threshold is the mapping's (schemaRegistryErrors).
+    this.add(
+      `${key}SchemaRegistryUnavailable`,
+      m.metric(c.name, MetricNames.SchemaRegistryUnavailable, 'Sum'),
+      t.schemaRegistryErrors,
+      'schemaRegistryUnavailable',
+      `${c.name}: the ingest function could not read writer schemas from the schema registry; those records were handed back and their partitions wait.`,
+    );
+  }
+
+  private functionAlarms(f: MonitoredFunction): void {
+    const { metrics: m, thresholds: t } = this;
+    const key = idOf(f.label);
+    this.add(
+      `${key}Errors`,
+      f.function.metricErrors({ statistic: 'Sum', period: m.period }),
+      t.functionErrors,
+      'functionErrors',
+      `${f.label}: the function returned errors.`,
+    );
+    this.add(
+      `${key}Throttles`,
+      f.function.metricThrottles({ statistic: 'Sum', period: m.period }),
+      t.functionThrottles,
+      'functionThrottles',
+      `${f.label}: Lambda throttled invocations (reserved or account concurrency exhausted).`,
+    );
+  }
+
+  private failureQueueAlarm(q: FailureQueue): void {
+    const { metrics: m, thresholds: t } = this;
+    this.add(
+      `${idOf(q.label)}Messages`,
+      q.queue.metricApproximateNumberOfMessagesVisible({ statistic: 'Maximum', period: m.period }),
+      t.failedInvocations,
+      'failedInvocations',
+      `${q.label} holds messages: invocations that never ran or failed, kept for inspection.`,
+    );
+  }
+
+  /** The database's alarms: capacity, connections, freeable memory. */
+  private databaseAlarms(database: NonNullable<InboxAlarmsProps['database']>): void {
+    const { metrics: m, thresholds: t } = this;
+    const { cluster, maxCapacityAcu } = database;
     const maxConnections = t.databaseMaxConnections ?? defaultMaxConnections(maxCapacityAcu);
-    add(
+    this.add(
       'DatabaseCapacity',
       cluster.metric('ACUUtilization', { statistic: 'Maximum', period: m.period }),
       t.databaseCapacityPercent,
       'databaseCapacity',
       `Aurora: capacity above ${t.databaseCapacityPercent} % of its maximum (${maxCapacityAcu} ACU).`,
     );
-    add(
+    this.add(
       'DatabaseConnections',
       cluster.metricDatabaseConnections({ statistic: 'Maximum', period: m.period }),
       Math.floor((maxConnections * t.databaseConnectionsPercent) / 100),
@@ -248,6 +268,14 @@ export class InboxAlarms extends Construct {
       'databaseMemory',
       `Aurora: freeable memory below ${t.databaseFreeableMemoryPercent} % of the memory at its maximum capacity (${memoryFloor} bytes).`,
     );
+  }
+
+  /**
+   * An alarm over a threshold. No data means nothing happened (counts), or that the function
+   * publishing it is silent, which its heartbeat reports.
+   */
+  private add(alarmId: string, metric: cloudwatch.IMetric, threshold: number, section: keyof typeof RUNBOOK, what: string): void {
+    this.alarm(alarmId, { metric, threshold, evaluationPeriods: this.thresholds.evaluationPeriods }, section, what);
   }
 
   /**

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
-import { NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
+import { type BundlingOptions, NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
@@ -99,6 +99,51 @@ export const BUNDLE = {
   external: ['@aws-sdk/client-*'],
 } as const;
 
+/** The function's database settings and Powertools environment, before its own variables. */
+function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | undefined): Record<string, string> {
+  const { database } = platform;
+  // The migration function goes to the cluster directly (its secret names the host): DDL,
+  // and the master user, which the proxy does not serve.
+  const connection = role !== undefined ? database.connection : undefined;
+  const viaProxy = connection?.viaProxy === true;
+  return {
+    ...(role !== undefined && connection !== undefined
+      ? {
+          // No password anywhere: the function signs an IAM token for its role per connection.
+          DB_IAM_USER: role,
+          DB_HOST: connection.hostname,
+          DB_PORT: connection.port,
+          DB_NAME: database.databaseName,
+        }
+      : // The secret's ARN only: the migration function reads the secret on each invocation.
+        { DB_SECRET_ARN: database.masterSecret.secretArn }),
+    DB_SSL: 'verify-full',
+    ...(viaProxy ? {} : { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE }),
+    // Named prepared statements pin an RDS Proxy session.
+    DB_PREPARE: viaProxy ? 'false' : 'true',
+    METRICS_NAMESPACE: platform.observability.metricsNamespace,
+    SERVICE_NAME: platform.observability.serviceName,
+    POWERTOOLS_SERVICE_NAME: platform.observability.serviceName,
+    POWERTOOLS_METRICS_NAMESPACE: platform.observability.metricsNamespace,
+  };
+}
+
+/** NodejsFunction's bundling options for BUNDLE, with the function's own command hooks. */
+function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
+  return {
+    forceDockerBundling: false,
+    format: OutputFormat.ESM,
+    target: BUNDLE.target,
+    platform: BUNDLE.platform,
+    mainFields: [...BUNDLE.mainFields],
+    minify: BUNDLE.minify,
+    sourceMap: false,
+    banner: BUNDLE.banner,
+    externalModules: [...BUNDLE.external],
+    ...(commandHooks ? { commandHooks } : {}),
+  };
+}
+
 export class InboxFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: InboxFunctionProps) {
     const { platform } = props;
@@ -106,12 +151,7 @@ export class InboxFunction extends NodejsFunction {
       retention: platform.observability.logRetentionDays,
       removalPolicy: RemovalPolicy.DESTROY,
     });
-    const { database } = platform;
     const role = 'role' in props.database ? props.database.role : undefined;
-    // The migration function goes to the cluster directly (its secret names the host): DDL,
-    // and the master user, which the proxy does not serve.
-    const connection = role !== undefined ? database.connection : undefined;
-    const viaProxy = connection?.viaProxy === true;
     super(scope, id, {
       entry: `${PROJECT_ROOT}${props.entry}`,
       handler: 'handler',
@@ -131,45 +171,14 @@ export class InboxFunction extends NodejsFunction {
       // sets AWS_LAMBDA_LOG_LEVEL, which Powertools Logger honours first) and to filter.
       loggingFormat: lambda.LoggingFormat.JSON,
       applicationLogLevelV2: lambda.ApplicationLogLevel[platform.observability.logLevel],
-      environment: {
-        ...(role !== undefined && connection !== undefined
-          ? {
-              // No password anywhere: the function signs an IAM token for its role per connection.
-              DB_IAM_USER: role,
-              DB_HOST: connection.hostname,
-              DB_PORT: connection.port,
-              DB_NAME: database.databaseName,
-            }
-          : // The secret's ARN only: the migration function reads the secret on each invocation.
-            { DB_SECRET_ARN: database.masterSecret.secretArn }),
-        DB_SSL: 'verify-full',
-        ...(viaProxy ? {} : { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE }),
-        // Named prepared statements pin an RDS Proxy session.
-        DB_PREPARE: viaProxy ? 'false' : 'true',
-        METRICS_NAMESPACE: platform.observability.metricsNamespace,
-        SERVICE_NAME: platform.observability.serviceName,
-        POWERTOOLS_SERVICE_NAME: platform.observability.serviceName,
-        POWERTOOLS_METRICS_NAMESPACE: platform.observability.metricsNamespace,
-        ...props.environment,
-      },
-      bundling: {
-        forceDockerBundling: false,
-        format: OutputFormat.ESM,
-        target: BUNDLE.target,
-        platform: BUNDLE.platform,
-        mainFields: [...BUNDLE.mainFields],
-        minify: BUNDLE.minify,
-        sourceMap: false,
-        banner: BUNDLE.banner,
-        externalModules: [...BUNDLE.external],
-        ...(props.commandHooks ? { commandHooks: props.commandHooks } : {}),
-      },
+      environment: { ...platformEnvironment(platform, role), ...props.environment },
+      bundling: bundlingOf(props.commandHooks),
     });
-    if (role !== undefined && connection !== undefined) {
+    if (role !== undefined) {
       // rds-db:connect for this role only, on the endpoint the function uses.
-      grantConnect(this, connection, role);
+      grantConnect(this, platform.database.connection, role);
     } else {
-      database.masterSecret.grantRead(this);
+      platform.database.masterSecret.grantRead(this);
     }
 
     acknowledge(this, [

@@ -84,6 +84,29 @@ export class KafkaIngest extends Construct {
     });
 
     const registry = consumer.schemaRegistry === undefined ? undefined : this.schemaRegistry(consumer.schemaRegistry);
+    this.addMappings(props, registry);
+    this.grantKafka(props);
+
+    acknowledge(this.function, [
+      {
+        id: 'AwsSolutions-IAM4',
+        reason:
+          'AWSLambdaMSKExecutionRole is attached by the CDK ManagedKafkaEventSource: the ESM needs its kafka:Describe*/GetBootstrapBrokers and ENI actions, which AWS does not support scoping.',
+        findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole'],
+      },
+      {
+        id: 'AwsSolutions-IAM5',
+        reason:
+          "s3:PutObject on the on-failure bucket's objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.",
+        findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
+      },
+      ...(registry?.acknowledgements ?? []),
+    ]);
+  }
+
+  /** One provisioned-mode mapping per topic, each in the consumer's group for that topic. */
+  private addMappings(props: KafkaIngestProps, registry: { config: GlueSchemaRegistry | ConfluentSchemaRegistry } | undefined): void {
+    const { consumer } = props;
     const onFailure = new S3OnFailure(props.failedRecords);
     for (const topic of consumer.topics) {
       const source = new ManagedKafkaEventSource({
@@ -111,9 +134,14 @@ export class KafkaIngest extends Construct {
       this.eventSourceMappingIds.push(source.eventSourceMappingId);
       this.eventSourceMappingArns.push(source.eventSourceMappingArn);
     }
+  }
 
-    // MSK IAM auth: the mapping connects with the function's role. Least privilege on the
-    // cluster, this consumer's topics and its consumer groups.
+  /**
+   * MSK IAM auth: the mapping connects with the function's role. Least privilege on the
+   * cluster, this consumer's topics and its consumer groups.
+   */
+  private grantKafka(props: KafkaIngestProps): void {
+    const { consumer } = props;
     const groups = Object.values(consumer.consumerGroupIds);
     const { topicArns, groupArns } = kafkaResourceArns(props.kafkaArnPrefixes, consumer.topics, groups);
     this.function.addToRolePolicy(
@@ -128,22 +156,6 @@ export class KafkaIngest extends Construct {
     this.function.addToRolePolicy(
       new iam.PolicyStatement({ actions: ['kafka-cluster:DescribeGroup', 'kafka-cluster:AlterGroup'], resources: groupArns }),
     );
-
-    acknowledge(this.function, [
-      {
-        id: 'AwsSolutions-IAM4',
-        reason:
-          'AWSLambdaMSKExecutionRole is attached by the CDK ManagedKafkaEventSource: the ESM needs its kafka:Describe*/GetBootstrapBrokers and ENI actions, which AWS does not support scoping.',
-        findings: ['Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaMSKExecutionRole'],
-      },
-      {
-        id: 'AwsSolutions-IAM5',
-        reason:
-          "s3:PutObject on the on-failure bucket's objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.",
-        findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
-      },
-      ...(registry?.acknowledgements ?? []),
-    ]);
   }
 
   /**

@@ -46,13 +46,28 @@ export class Ops extends Construct {
 
   constructor(scope: Construct, id: string, props: OpsProps) {
     super(scope, id);
-    const stack = Stack.of(this);
-    const groupName = props.schedules.group.scheduleGroupName;
     this.replayRole = new iam.Role(this, 'ReplayRole', {
       assumedBy: new iam.ServicePrincipal(SCHEDULER),
       description: 'EventBridge Scheduler: runs the one-time replay schedules of ops schedule-replay (invokes the ops function only)',
     });
-    this.function = new InboxFunction(this, 'Function', {
+    this.function = this.createFunction(props);
+    this.grantSwitches(props);
+    this.grantReplaySchedules(props);
+    // The roles a schedule it writes runs as: the workers' schedules' (pause, resume) and the
+    // replays' (schedule-replay); passed to EventBridge Scheduler and to no other service.
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['iam:PassRole'],
+        resources: [props.schedules.role.roleArn, this.replayRole.roleArn],
+        conditions: { StringEquals: { 'iam:PassedToService': SCHEDULER } },
+      }),
+    );
+    // The replay role invokes this function, by its unqualified ARN (the schedules' target), and nothing else.
+    this.replayRole.addToPolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] }));
+  }
+
+  private createFunction(props: OpsProps): InboxFunction {
+    const fn = new InboxFunction(this, 'Function', {
       platform: props.platform,
       entry: 'functions/ops/handler.ts',
       description: 'Kafka inbox operator commands (stats, event, quarantine, replay, resolve, poison, pause/resume, audit)',
@@ -60,7 +75,7 @@ export class Ops extends Construct {
       database: { role: DatabaseRoles.ops },
       environment: {
         CONSUMER_DIRECTORY: props.directoryPath,
-        SCHEDULE_GROUP_NAME: groupName,
+        SCHEDULE_GROUP_NAME: props.schedules.group.scheduleGroupName,
         // schedule-replay: the one-time schedules invoke this function through this role.
         // The function's own ARN comes from its invocation context (in the environment it
         // would be a circular reference).
@@ -68,8 +83,18 @@ export class Ops extends Construct {
       },
     });
     // The one-time replay schedules invoke it asynchronously.
-    props.schedules.invokedAsynchronously(this.function);
+    props.schedules.invokedAsynchronously(fn);
 
+    return fn;
+  }
+
+  /**
+   * pause/resume: the worker schedules (by name), the consumer directory (by path), the
+   * stage's tagged workers and ingest mappings.
+   */
+  private grantSwitches(props: OpsProps): void {
+    const stack = Stack.of(this);
+    const groupName = props.schedules.group.scheduleGroupName;
     const workerSchedules = stack.formatArn({
       service: 'scheduler',
       resource: 'schedule',
@@ -121,7 +146,10 @@ export class Ops extends Construct {
         findings: [workerSchedules, directory, anyFunction, anyMapping].map((arn) => resourceFinding(this, arn)),
       },
     ]);
-    // One-time replay schedules are named ops-replay-* in the inbox's group; nothing else.
+  }
+
+  /** schedule-replay: one-time schedules named ops-replay-* in the inbox's group; nothing else. */
+  private grantReplaySchedules(props: OpsProps): void {
     const replaySchedules = Stack.of(this).formatArn({
       service: 'scheduler',
       resource: 'schedule',
@@ -143,16 +171,5 @@ export class Ops extends Construct {
         findings: [resourceFinding(this, replaySchedules)],
       },
     ]);
-    // The roles a schedule it writes runs as: the workers' schedules' (pause, resume) and the
-    // replays' (schedule-replay); passed to EventBridge Scheduler and to no other service.
-    this.function.addToRolePolicy(
-      new iam.PolicyStatement({
-        actions: ['iam:PassRole'],
-        resources: [props.schedules.role.roleArn, this.replayRole.roleArn],
-        conditions: { StringEquals: { 'iam:PassedToService': SCHEDULER } },
-      }),
-    );
-    // The replay role invokes this function, by its unqualified ARN (the schedules' target), and nothing else.
-    this.replayRole.addToPolicy(new iam.PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.function.functionArn] }));
   }
 }

@@ -19,6 +19,7 @@ import * as sns from 'aws-cdk-lib/aws-sns';
 import * as subscriptions from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { Construct } from 'constructs';
 import { acknowledge } from '../constructs/nag';
+import type { FunctionPlatform } from '../constructs/inbox-function';
 import type { StageConfig } from '../config';
 import { InboxAlarms, type ScheduledFunction } from '../constructs/alarms';
 import { OverviewDashboard } from '../constructs/dashboard';
@@ -56,70 +57,12 @@ export class PlatformStack extends Stack {
     const stateful = new StatefulReferences(this, 'Stateful', config);
     const platform = functionPlatformOf(stateful, config);
 
-    // Records the mappings gave up on, with their payloads: kept even if the stack goes.
-    this.failedRecords = new s3.Bucket(this, 'FailedRecords', {
-      encryption: s3.BucketEncryption.S3_MANAGED,
-      enforceSSL: true,
-      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
-      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-      versioned: false,
-      lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
-      removalPolicy: RemovalPolicy.RETAIN,
-    });
-    // The runbook ("ESM failed records") sends the operator here.
-    new CfnOutput(this, 'FailedRecordsBucketName', {
-      value: this.failedRecords.bucketName,
-      description: 'On-failure bucket: records the event-source mappings gave up on',
-    });
-    acknowledge(this.failedRecords, [
-      {
-        id: 'AwsSolutions-S1',
-        reason:
-          'Only the event-source mappings write here, through the ingest roles; reads are operator actions recorded by CloudTrail. Server access logs would add a second bucket for no new information.',
-      },
-    ]);
-
+    this.failedRecords = this.createFailedRecordsBucket(config);
     this.schedules = new Schedules(this, 'Schedules', stageId);
     this.reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules: this.schedules });
-    // Only when some deployed consumer emits events.
-    const outboxTopics = [...new Set(config.consumers.flatMap((c) => c.outboxTopics))].sort();
-    this.relay =
-      outboxTopics.length === 0
-        ? undefined
-        : new OutboxRelay(this, 'OutboxRelay', {
-            platform,
-            relay: config.relay,
-            clusterArn: stateful.mskClusterArn,
-            kafkaArnPrefixes: stateful.kafkaArnPrefixes,
-            topics: outboxTopics,
-            schedules: this.schedules,
-            logRetentionDays: config.observability.logRetentionDays,
-          });
-    this.ops = new Ops(this, 'Ops', {
-      platform,
-      schedules: this.schedules,
-      stageId,
-      directoryPath: consumerDirectoryPath(config),
-    });
-
-    // The checklist's way to run ops commands where the database is reachable only in the VPC.
-    new CfnOutput(this, 'OpsFunctionName', {
-      value: this.ops.function.functionName,
-      description: 'The ops function: aws lambda invoke --function-name <this> --payload \'{"command":"stats"}\'',
-    });
-
-    // The database and its proxy exist before this stack deploys (it depends on the stateful
-    // one); the consumer stacks deploy after this one, so after the migrations too.
-    const migrations = new Migrations(this, 'Migrations', {
-      platform,
-      executeBefore: [this.reaper, this.ops, ...(this.relay ? [this.relay] : [])],
-    });
-    // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
-    const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');
-    const triggerHandler = triggerProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
-    if (triggerHandler === undefined) throw new Error(`no trigger provider next to ${migrations.trigger.node.path}`);
-    retainDefaultLogGroup(this, 'TriggerProviderLogRetention', triggerHandler.ref, config.observability.logRetentionDays);
-    acknowledgeLogRetentionProvider(this);
+    this.relay = this.createRelay(config, platform, stateful);
+    this.ops = this.createOps(config, platform, stageId);
+    this.addMigrations(config, platform);
 
     this.alarmTopic = this.createAlarmTopic(config);
     writePlatformParameters(this, config, {
@@ -131,6 +74,91 @@ export class PlatformStack extends Stack {
       alarmTopicArn: this.alarmTopic.topicArn,
     });
 
+    const monitoring = this.createMonitoring(config, stateful, stageId);
+    this.dashboard = monitoring.dashboard;
+    this.alarms = monitoring.alarms;
+  }
+
+  /** Records the mappings gave up on, with their payloads: kept even if the stack goes. */
+  private createFailedRecordsBucket(config: StageConfig): s3.Bucket {
+    const bucket = new s3.Bucket(this, 'FailedRecords', {
+      encryption: s3.BucketEncryption.S3_MANAGED,
+      enforceSSL: true,
+      blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
+      objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+      versioned: false,
+      lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // The runbook ("ESM failed records") sends the operator here.
+    new CfnOutput(this, 'FailedRecordsBucketName', {
+      value: bucket.bucketName,
+      description: 'On-failure bucket: records the event-source mappings gave up on',
+    });
+    acknowledge(bucket, [
+      {
+        id: 'AwsSolutions-S1',
+        reason:
+          'Only the event-source mappings write here, through the ingest roles; reads are operator actions recorded by CloudTrail. Server access logs would add a second bucket for no new information.',
+      },
+    ]);
+    return bucket;
+  }
+
+  /** The outbox relay, only when some deployed consumer emits events. */
+  private createRelay(config: StageConfig, platform: FunctionPlatform, stateful: StatefulReferences): OutboxRelay | undefined {
+    const outboxTopics = [...new Set(config.consumers.flatMap((c) => c.outboxTopics))].sort();
+    if (outboxTopics.length === 0) return undefined;
+    return new OutboxRelay(this, 'OutboxRelay', {
+      platform,
+      relay: config.relay,
+      clusterArn: stateful.mskClusterArn,
+      kafkaArnPrefixes: stateful.kafkaArnPrefixes,
+      topics: outboxTopics,
+      schedules: this.schedules,
+      logRetentionDays: config.observability.logRetentionDays,
+    });
+  }
+
+  private createOps(config: StageConfig, platform: FunctionPlatform, stageId: string): Ops {
+    const ops = new Ops(this, 'Ops', {
+      platform,
+      schedules: this.schedules,
+      stageId,
+      directoryPath: consumerDirectoryPath(config),
+    });
+    // The checklist's way to run ops commands where the database is reachable only in the VPC.
+    new CfnOutput(this, 'OpsFunctionName', {
+      value: ops.function.functionName,
+      description: 'The ops function: aws lambda invoke --function-name <this> --payload \'{"command":"stats"}\'',
+    });
+    return ops;
+  }
+
+  /**
+   * The migration trigger. The database and its proxy exist before this stack deploys (it
+   * depends on the stateful one); the consumer stacks deploy after this one, so after the
+   * migrations too.
+   */
+  private addMigrations(config: StageConfig, platform: FunctionPlatform): void {
+    const migrations = new Migrations(this, 'Migrations', {
+      platform,
+      executeBefore: [this.reaper, this.ops, ...(this.relay ? [this.relay] : [])],
+    });
+    // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
+    const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');
+    const triggerHandler = triggerProvider?.node.tryFindChild('Handler') as CfnResource | undefined;
+    if (triggerHandler === undefined) throw new Error(`no trigger provider next to ${migrations.trigger.node.path}`);
+    retainDefaultLogGroup(this, 'TriggerProviderLogRetention', triggerHandler.ref, config.observability.logRetentionDays);
+    acknowledgeLogRetentionProvider(this);
+  }
+
+  /** The overview dashboard and the alarms of what this stack runs and of the database. */
+  private createMonitoring(
+    config: StageConfig,
+    stateful: StatefulReferences,
+    stageId: string,
+  ): { dashboard: OverviewDashboard; alarms: InboxAlarms } {
     const metrics = new InboxMetrics(config.observability.metricsNamespace, config.observability.serviceName);
     const functions: MonitoredFunction[] = [
       { label: 'reaper', function: this.reaper.function },
@@ -141,8 +169,8 @@ export class PlatformStack extends Stack {
       { label: 'reaper', function: this.reaper.function, intervalMinutes: config.reaper.intervalMinutes },
       ...(this.relay ? [{ label: 'outbox relay', function: this.relay.function, intervalMinutes: config.relay.intervalMinutes }] : []),
     ];
-    this.dashboard = new OverviewDashboard(this, 'Dashboard', { metrics, functions, cluster: stateful.cluster, stageId });
-    this.alarms = new InboxAlarms(this, 'Alarms', {
+    const dashboard = new OverviewDashboard(this, 'Dashboard', { metrics, functions, cluster: stateful.cluster, stageId });
+    const alarms = new InboxAlarms(this, 'Alarms', {
       metrics,
       consumers: [],
       functions,
@@ -155,6 +183,7 @@ export class PlatformStack extends Stack {
       thresholds: config.alarms,
       topic: this.alarmTopic,
     });
+    return { dashboard, alarms };
   }
 
   private createAlarmTopic(config: StageConfig): sns.ITopic {

@@ -52,22 +52,60 @@ export class StatefulStack extends Stack {
     this.vpc = this.createOrImportNetwork(config);
     this.functionSubnets =
       config.network.kind === 'existing' ? { subnets: this.vpc.privateSubnets } : { subnets: this.vpc.isolatedSubnets };
+    this.functionSecurityGroup = this.createFunctionSecurityGroup();
+    this.kafkaClientSecurityGroup = this.createKafkaClientSecurityGroup();
+    this.addInterfaceEndpoints(config);
 
-    this.functionSecurityGroup = new ec2.SecurityGroup(this, 'FunctionSecurityGroup', {
+    this.cluster = this.createDatabase(config);
+    this.databaseSecret = this.cluster.secret!;
+    this.addSecretRotation(config);
+    const connect = this.connectFunctionsToDatabase(config);
+    this.proxy = connect.proxy;
+
+    this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster(config);
+    this.admitRelayToExistingCluster(config);
+
+    writeStatefulParameters(this, config, {
+      vpcId: this.vpc.vpcId,
+      subnetIds: Fn.join(',', this.vpc.selectSubnets(this.functionSubnets).subnetIds),
+      functionSecurityGroupId: this.functionSecurityGroup.securityGroupId,
+      kafkaClientSecurityGroupId: this.kafkaClientSecurityGroup.securityGroupId,
+      clusterIdentifier: this.cluster.clusterIdentifier,
+      connectHost: connect.host,
+      connectPort: this.cluster.clusterEndpoint.port.toString(),
+      connectResourceId: connect.resourceId,
+      masterSecretArn: this.databaseSecret.secretArn,
+      kafkaClusterArn: this.mskClusterArn,
+      kafkaTopicArnPrefix: kafkaArnPrefixes(this.mskClusterArn).topic,
+      kafkaGroupArnPrefix: kafkaArnPrefixes(this.mskClusterArn).group,
+    });
+
+    this.suppressFindings(config);
+  }
+
+  private createFunctionSecurityGroup(): ec2.SecurityGroup {
+    return new ec2.SecurityGroup(this, 'FunctionSecurityGroup', {
       vpc: this.vpc,
       description: 'Inbox functions: reach the database and the VPC endpoints',
       allowAllOutbound: true,
     });
-    this.kafkaClientSecurityGroup = new ec2.SecurityGroup(this, 'KafkaClientSecurityGroup', {
+  }
+
+  private createKafkaClientSecurityGroup(): ec2.SecurityGroup {
+    return new ec2.SecurityGroup(this, 'KafkaClientSecurityGroup', {
       vpc: this.vpc,
       description: 'Inbox functions that produce to Kafka (the outbox relay): the brokers admit this group',
       allowAllOutbound: true,
     });
+  }
 
-    // Only what the functions call, each admitting the functions' group: Secrets Manager (the
-    // migration function reads the master secret, and its rotation runs here), Lambda (wake-ups,
-    // fan-out, ops pause --ingest), Scheduler (ops pause/resume). The event-source mappings in
-    // provisioned mode need none: they reach the brokers through the cluster's own network.
+  /**
+   * Only what the functions call, each admitting the functions' group: Secrets Manager (the
+   * migration function reads the master secret, and its rotation runs here), Lambda (wake-ups,
+   * fan-out, ops pause --ingest), Scheduler (ops pause/resume). The event-source mappings in
+   * provisioned mode need none: they reach the brokers through the cluster's own network.
+   */
+  private addInterfaceEndpoints(config: StageConfig): void {
     const services: Record<InterfaceEndpoint, { id: string; service: ec2.IInterfaceVpcEndpointService }> = {
       secretsmanager: { id: 'SecretsManager', service: ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER },
       scheduler: { id: 'Scheduler', service: new ec2.InterfaceVpcEndpointAwsService('scheduler') },
@@ -84,9 +122,12 @@ export class StatefulStack extends Stack {
       endpoint.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions');
       this.endpoints[name] = endpoint;
     }
+  }
 
+  /** The Aurora PostgreSQL Serverless v2 cluster, its logical id pinned. */
+  private createDatabase(config: StageConfig): rds.DatabaseCluster {
     const version = config.database.engineVersion;
-    this.cluster = new rds.DatabaseCluster(this, 'Database', {
+    const cluster = new rds.DatabaseCluster(this, 'Database', {
       engine: rds.DatabaseClusterEngine.auroraPostgres({
         version: rds.AuroraPostgresEngineVersion.of(version, version.split('.')[0]!),
       }),
@@ -119,11 +160,15 @@ export class StatefulStack extends Stack {
       // by migrations/0045): no password of theirs exists anywhere.
       iamAuthentication: true,
     });
-    (this.cluster.node.defaultChild as rds.CfnDBCluster).overrideLogicalId(DATABASE_CLUSTER_LOGICAL_ID);
-    this.databaseSecret = this.cluster.secret!;
+    (cluster.node.defaultChild as rds.CfnDBCluster).overrideLogicalId(DATABASE_CLUSTER_LOGICAL_ID);
+    return cluster;
+  }
 
-    // Only the migration function reads the master secret, and it reads it on every
-    // invocation: rotation cannot strand a running function with an old password.
+  /**
+   * Only the migration function reads the master secret, and it reads it on every
+   * invocation: rotation cannot strand a running function with an old password.
+   */
+  private addSecretRotation(config: StageConfig): void {
     const rotationSecurityGroup = new ec2.SecurityGroup(this, 'SecretRotationSecurityGroup', {
       vpc: this.vpc,
       description: 'Master secret rotation function: reaches the database and Secrets Manager',
@@ -143,9 +188,13 @@ export class StatefulStack extends Stack {
     const application = rotation.node.findChild('Resource') as sam.CfnApplication;
     const rotationFunctionName = (application.parameters as Record<string, string>).functionName!;
     retainDefaultLogGroup(this, 'RotationFunctionLogRetention', rotationFunctionName, config.observability.logRetentionDays);
+  }
 
-    let connectHost = this.cluster.clusterEndpoint.hostname;
-    let connectResourceId = this.cluster.clusterResourceIdentifier;
+  /**
+   * Admits the functions to the database, directly or through RDS Proxy, and returns where
+   * they connect: the host and the resource id of their rds-db:connect ARNs.
+   */
+  private connectFunctionsToDatabase(config: StageConfig): { host: string; resourceId: string; proxy?: rds.DatabaseProxy } {
     if (config.database.rdsProxy) {
       // End-to-end IAM authentication: the functions sign tokens for the proxy, and the
       // proxy signs its own for the database with its role, which may connect as the
@@ -156,7 +205,7 @@ export class StatefulStack extends Stack {
         description: "RDS Proxy: connects to Aurora as the inbox functions' roles (IAM authentication)",
       });
       for (const role of runtimeRoles(config.consumers)) this.cluster.grantConnect(proxyRole, role);
-      this.proxy = this.cluster.addProxy('Proxy', {
+      const proxy = this.cluster.addProxy('Proxy', {
         defaultAuthScheme: rds.DefaultAuthScheme.IAM_AUTH,
         role: proxyRole,
         vpc: this.vpc,
@@ -166,21 +215,22 @@ export class StatefulStack extends Stack {
         // connection does not hold a database backend for long.
         idleClientTimeout: Duration.minutes(15),
       });
-      this.proxy.connections.allowFrom(
+      proxy.connections.allowFrom(
         this.functionSecurityGroup,
         ec2.Port.tcp(this.cluster.clusterEndpoint.port),
         'Inbox functions to RDS Proxy',
       );
       // The migration runner connects to the cluster directly (DDL, the master user).
       this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Migration runner to Aurora');
-      connectHost = this.proxy.endpoint;
       // prx-<id>: the last part of the proxy's ARN, the resource id of its rds-db:connect ARNs.
-      connectResourceId = Fn.select(6, Fn.split(':', this.proxy.dbProxyArn));
-    } else {
-      this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
+      return { host: proxy.endpoint, resourceId: Fn.select(6, Fn.split(':', proxy.dbProxyArn)), proxy };
     }
+    this.cluster.connections.allowDefaultPortFrom(this.functionSecurityGroup, 'Inbox functions to Aurora');
+    return { host: this.cluster.clusterEndpoint.hostname, resourceId: this.cluster.clusterResourceIdentifier };
+  }
 
-    this.mskClusterArn = config.msk.clusterArn ?? this.createDevCluster(config);
+  /** The outbox relay's group admitted to an existing cluster's brokers, when the stage names their group. */
+  private admitRelayToExistingCluster(config: StageConfig): void {
     if (config.msk.securityGroupId !== undefined && relayDeployed(config)) {
       // The outbox relay produces to the existing cluster: its group is admitted on the IAM
       // broker port, and nothing else of this stage is.
@@ -189,23 +239,6 @@ export class StatefulStack extends Stack {
       });
       brokers.addIngressRule(this.kafkaClientSecurityGroup, ec2.Port.tcp(MSK_IAM_PORT), 'MSK IAM from the inbox outbox relay');
     }
-
-    writeStatefulParameters(this, config, {
-      vpcId: this.vpc.vpcId,
-      subnetIds: Fn.join(',', this.vpc.selectSubnets(this.functionSubnets).subnetIds),
-      functionSecurityGroupId: this.functionSecurityGroup.securityGroupId,
-      kafkaClientSecurityGroupId: this.kafkaClientSecurityGroup.securityGroupId,
-      clusterIdentifier: this.cluster.clusterIdentifier,
-      connectHost,
-      connectPort: this.cluster.clusterEndpoint.port.toString(),
-      connectResourceId,
-      masterSecretArn: this.databaseSecret.secretArn,
-      kafkaClusterArn: this.mskClusterArn,
-      kafkaTopicArnPrefix: kafkaArnPrefixes(this.mskClusterArn).topic,
-      kafkaGroupArnPrefix: kafkaArnPrefixes(this.mskClusterArn).group,
-    });
-
-    this.suppressFindings(config);
   }
 
   /**

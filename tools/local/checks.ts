@@ -53,29 +53,76 @@ interface InboxFact {
   attempt_count: number;
 }
 
+/** What the checks read: the run's facts, the generator's ledger, and the inbox and poison rows as they ended. */
+interface CheckInput {
+  sql: Sql;
+  stream: GeneratedStream;
+  facts: RunFacts;
+  consumers: readonly string[];
+  inbox: InboxFact[];
+  /** The inbox rows by consumer, then event id. */
+  byConsumer: Map<string, Map<string, InboxFact>>;
+  poisonRows: PoisonFact[];
+}
+
+interface PoisonFact {
+  consumer_name: string;
+  topic_name: string;
+  partition_no: number;
+  offset_no: number;
+  n: number;
+}
+
+/** The checks, in the order the report prints them; each proves one thing. */
+const CHECKS: readonly ((input: CheckInput) => CheckResult | Promise<CheckResult>)[] = [
+  settledInTime,
+  offsetsCommitted,
+  eventsEndAsExpected,
+  nothingUnfinished,
+  poisonCapturedOnce,
+  effectsExactlyOnce,
+  versionOrder,
+  caseSummaries,
+  slaObligations,
+  notificationJobs,
+  crashesRecovered,
+  ingestMetricsMatch,
+];
+
 export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFacts): Promise<CheckResult[]> {
-  const results: CheckResult[] = [];
   const consumers = facts.consumers;
-
-  results.push(
-    check(
-      'settled before the timeout',
-      facts.timedOut ? ['the run did not settle in time; the checks below show what was left'] : [],
-      'every mapping drained and every row final',
-    ),
-  );
-
-  const lagging = consumers.filter((c) => (facts.lag.get(c) ?? 0) > 0).map((c) => `${c}: ${facts.lag.get(c)} records uncommitted`);
-  results.push(check('each mapping committed every offset', lagging, 'no partition held back'));
-
   const inbox = await sql<InboxFact[]>`
     select consumer_name, event_id, inbox_id::text, status, error_code, attempt_count
     from integration.consumer_inbox
     where consumer_name in ${sql(consumers as string[])}`;
   const byConsumer = new Map<string, Map<string, InboxFact>>(consumers.map((c) => [c, new Map()]));
   for (const row of inbox) byConsumer.get(row.consumer_name)!.set(row.event_id, row);
+  const poisonRows = await sql<PoisonFact[]>`
+    select consumer_name, topic_name, partition_no, offset_no, count(*)::int as n
+    from integration.consumer_raw_poison
+    where consumer_name in ${sql(consumers as string[])}
+    group by consumer_name, topic_name, partition_no, offset_no`;
+  const input: CheckInput = { sql, stream, facts, consumers, inbox, byConsumer, poisonRows };
+  const results: CheckResult[] = [];
+  for (const run of CHECKS) results.push(await run(input));
+  return results;
+}
 
-  // 1. Every generated event ends exactly as the ledger says; nothing else is in the inbox.
+function settledInTime({ facts }: CheckInput): CheckResult {
+  return check(
+    'settled before the timeout',
+    facts.timedOut ? ['the run did not settle in time; the checks below show what was left'] : [],
+    'every mapping drained and every row final',
+  );
+}
+
+function offsetsCommitted({ facts, consumers }: CheckInput): CheckResult {
+  const lagging = consumers.filter((c) => (facts.lag.get(c) ?? 0) > 0).map((c) => `${c}: ${facts.lag.get(c)} records uncommitted`);
+  return check('each mapping committed every offset', lagging, 'no partition held back');
+}
+
+/** 1. Every generated event ends exactly as the ledger says; nothing else is in the inbox. */
+function eventsEndAsExpected({ stream, consumers, byConsumer }: CheckInput): CheckResult {
   const wrong: string[] = [];
   let expectedRows = 0;
   for (const consumer of consumers) {
@@ -93,29 +140,24 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     }
     for (const eventId of rows.keys()) if (!expected.has(eventId)) wrong.push(`${consumer}/${eventId}: an inbox row nobody produced`);
   }
-  results.push(
-    check(
-      'every event processed once or quarantined for its injected reason',
-      wrong,
-      `${expectedRows} rows, each in its expected final state`,
-    ),
+  return check(
+    'every event processed once or quarantined for its injected reason',
+    wrong,
+    `${expectedRows} rows, each in its expected final state`,
   );
+}
 
+function nothingUnfinished({ inbox }: CheckInput): CheckResult {
   const unfinished = inbox.filter((r) => r.status === 'PROCESSING' || r.status === 'RECEIVED' || r.status === 'RETRY_PENDING');
-  results.push(
-    check(
-      'nothing left PROCESSING, RECEIVED or RETRY_PENDING',
-      unfinished.map((r) => `${r.consumer_name}/${r.event_id}: ${r.status}`),
-      'all rows final',
-    ),
+  return check(
+    'nothing left PROCESSING, RECEIVED or RETRY_PENDING',
+    unfinished.map((r) => `${r.consumer_name}/${r.event_id}: ${r.status}`),
+    'all rows final',
   );
+}
 
-  // 2. Every poison record captured once per consumer, at its coordinates.
-  const poisonRows = await sql<{ consumer_name: string; topic_name: string; partition_no: number; offset_no: number; n: number }[]>`
-    select consumer_name, topic_name, partition_no, offset_no, count(*)::int as n
-    from integration.consumer_raw_poison
-    where consumer_name in ${sql(consumers as string[])}
-    group by consumer_name, topic_name, partition_no, offset_no`;
+/** 2. Every poison record captured once per consumer, at its coordinates. */
+function poisonCapturedOnce({ stream, consumers, poisonRows }: CheckInput): CheckResult {
   const poisonProblems: string[] = [];
   let poisonExpected = 0;
   for (const consumer of consumers) {
@@ -132,9 +174,11 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     }
     for (const key of got.keys()) poisonProblems.push(`${consumer} ${key}: a poison row for a readable record`);
   }
-  results.push(check('every poison record captured once', poisonProblems, `${poisonExpected} poison rows, one per consumer and record`));
+  return check('every poison record captured once', poisonProblems, `${poisonExpected} poison rows, one per consumer and record`);
+}
 
-  // 3. Side effects exactly once: the wrapped handlers' ledger commits with the effects.
+/** 3. Side effects exactly once: the wrapped handlers' ledger commits with the effects. */
+async function effectsExactlyOnce({ sql, stream, consumers }: CheckInput): Promise<CheckResult> {
   const effects = await sql<{ consumer_name: string; event_id: string; n: number }[]>`
     select consumer_name, event_id, count(*)::int as n
     from local_run.applied_effect
@@ -150,15 +194,15 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
       if (n !== want) effectProblems.push(`${consumer}/${eventId}: effects applied ${n}×, expected ${want}×`);
     }
   }
-  results.push(
-    check(
-      'side effects committed exactly once per processed event',
-      effectProblems,
-      `${applied} applications, none repeated, none from a failed attempt`,
-    ),
+  return check(
+    'side effects committed exactly once per processed event',
+    effectProblems,
+    `${applied} applications, none repeated, none from a failed attempt`,
   );
+}
 
-  // 4. Versioned events applied in aggregate-version order, per case.
+/** 4. Versioned events applied in aggregate-version order, per case. */
+async function versionOrder({ sql, stream }: CheckInput): Promise<CheckResult> {
   const disorder = await sql<{ aggregate_id: string; versions: number[] }[]>`
     with applied as (
       select aggregate_id, aggregate_version,
@@ -173,15 +217,15 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     from applied a
     where a.aggregate_version is distinct from coalesce(a.previous + 1, 1)
     group by a.aggregate_id`;
-  results.push(
-    check(
-      'case events applied in aggregate-version order',
-      disorder.map((d) => `${d.aggregate_id}: applied ${d.versions.join(',')}`),
-      `${stream.counts.outOfOrderCases} cases produced out of order, all applied 1,2,3…`,
-    ),
+  return check(
+    'case events applied in aggregate-version order',
+    disorder.map((d) => `${d.aggregate_id}: applied ${d.versions.join(',')}`),
+    `${stream.counts.outOfOrderCases} cases produced out of order, all applied 1,2,3…`,
   );
+}
 
-  // 5. Domain tables.
+/** 5. Domain tables: the case projection's summaries. */
+async function caseSummaries({ sql, stream }: CheckInput): Promise<CheckResult> {
   const summaries = await sql<{ case_id: string; case_status: string; last_aggregate_version: number }[]>`
     select case_id, case_status, last_aggregate_version from read_model.case_summary`;
   const summaryById = new Map(summaries.map((s) => [s.case_id, s]));
@@ -203,8 +247,11 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     }
   }
   for (const extra of summaryById.keys()) summaryProblems.push(`${extra}: a case_summary nobody produced`);
-  results.push(check("one case_summary per case, with its last version's status", summaryProblems, `${expectedSummaries} cases`));
+  return check("one case_summary per case, with its last version's status", summaryProblems, `${expectedSummaries} cases`);
+}
 
+/** 5. Domain tables: the SLA consumer's obligations. */
+async function slaObligations({ sql, stream }: CheckInput): Promise<CheckResult> {
   const obligations = await sql<{ case_id: string; n: number }[]>`
     select case_id, count(*)::int as n from case_core.sla_obligation group by case_id`;
   const obligationsById = new Map(obligations.map((o) => [o.case_id, o.n]));
@@ -218,8 +265,11 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     if (n !== want) slaProblems.push(`${c.caseId}: ${n} obligations, expected ${want}`);
   }
   for (const extra of obligationsById.keys()) slaProblems.push(`${extra}: an obligation nobody asked for`);
-  results.push(check('one SLA obligation per accepted case', slaProblems, `${expectedObligations} obligations`));
+  return check('one SLA obligation per accepted case', slaProblems, `${expectedObligations} obligations`);
+}
 
+/** 5. Domain tables: the notification service's jobs. */
+async function notificationJobs({ sql, stream }: CheckInput): Promise<CheckResult> {
   const jobs = await sql<{ source_event_id: string; organization_id: string; n: number }[]>`
     select source_event_id, min(organization_id::text) as organization_id, count(*)::int as n
     from public.notification_jobs group by source_event_id`;
@@ -233,9 +283,11 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     else if (j.organization_id !== orgId) jobProblems.push(`${eventId}: organization ${j.organization_id}, expected ${orgId}`);
   }
   for (const extra of jobsById.keys()) jobProblems.push(`${extra}: a notification job for no processed payment`);
-  results.push(check('one notification job per payment, for its org_id', jobProblems, `${stream.notifications.size} jobs`));
+  return check('one notification job per payment, for its org_id', jobProblems, `${stream.notifications.size} jobs`);
+}
 
-  // 6. Crashed workers: their rows came back through the reaper and were finished.
+/** 6. Crashed workers: their rows came back through the reaper and were finished. */
+function crashesRecovered({ facts, inbox }: CheckInput): CheckResult {
   const crashedIds = [...facts.crashed.values()].flat();
   const crashProblems: string[] = [];
   const reaped = [...facts.reaped.values()].reduce((a, b) => a + b, 0);
@@ -254,15 +306,15 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     if (reaped < crashedIds.length)
       crashProblems.push(`the reaper released ${reaped} leases, fewer than the ${crashedIds.length} abandoned`);
   }
-  results.push(
-    check(
-      "a crashed worker's rows recovered by the reaper",
-      crashProblems,
-      crashedIds.length === 0 ? 'no crash simulated' : `${crashedIds.length} abandoned rows released by the reaper and finished`,
-    ),
+  return check(
+    "a crashed worker's rows recovered by the reaper",
+    crashProblems,
+    crashedIds.length === 0 ? 'no crash simulated' : `${crashedIds.length} abandoned rows released by the reaper and finished`,
   );
+}
 
-  // 7. What the ingest functions said agrees with what the database holds.
+/** 7. What the ingest functions said agrees with what the database holds. */
+function ingestMetricsMatch({ facts, consumers, byConsumer, poisonRows }: CheckInput): CheckResult {
   const countProblems: string[] = [];
   const poisonTotals = new Map<string, number>();
   for (const r of poisonRows) poisonTotals.set(r.consumer_name, (poisonTotals.get(r.consumer_name) ?? 0) + r.n);
@@ -274,9 +326,7 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     const poisonHeld = poisonTotals.get(consumer) ?? 0;
     if (poisonSaid !== poisonHeld) countProblems.push(`${consumer}: RecordsPoisoned ${poisonSaid}, poison rows ${poisonHeld}`);
   }
-  results.push(check('ingest metrics match the rows stored', countProblems, 'RecordsInserted and RecordsPoisoned equal the rows'));
-
-  return results;
+  return check('ingest metrics match the rows stored', countProblems, 'RecordsInserted and RecordsPoisoned equal the rows');
 }
 
 export const ALL_CONSUMERS = [CASE_PROJECTION, CASE_SLA, NOTIFICATION_SERVICE] as const;

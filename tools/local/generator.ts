@@ -402,6 +402,8 @@ function poisonRecord(b: Builder, kind: PoisonKind, topic: string, time: number)
   }
 }
 
+type StreamCounts = GeneratedStream['counts'];
+
 /** Generate the stream and its ledger. Same options and seed, same result. */
 export function generateStream(options: LocalOptions): GeneratedStream {
   const rng = createRandom(options.seed);
@@ -414,12 +416,35 @@ export function generateStream(options: LocalOptions): GeneratedStream {
     faults: new Map(consumers.map((c) => [c, new Map()])),
     seq: 0,
   };
-  const notifications = new Map<string, string>();
-  const cases: CaseExpectation[] = [];
   const counts = { events: 0, caseEvents: 0, payments: 0, duplicates: 0, poison: 0, invalid: 0, outOfOrderCases: 0, faults: 0 };
   // Production times spread over a span proportional to the volume, so chains interleave.
   const span = Math.max(options.events, 10);
 
+  // The draws happen in this order, each step after the one before: the seed fixes them all.
+  const { notifications, cases } = planEvents(b, span, counts);
+  counts.invalid = planInvalid(b, span);
+  counts.duplicates = planDuplicates(b);
+  counts.poison = planPoison(b, span);
+  const { topics, poison } = layOut(b, consumers);
+  counts.faults = [...b.faults.values()].reduce((n, m) => n + m.size, 0);
+  return {
+    seed: options.seed,
+    topics,
+    expected: b.expected,
+    poison,
+    faults: b.faults,
+    cases,
+    notifications,
+    clock: { startsAt: EPOCH, spanMs: span * 1000 },
+    counts,
+  };
+}
+
+/** Payments and case chains until the stream has its events; counts them. */
+function planEvents(b: Builder, span: number, counts: StreamCounts): { notifications: Map<string, string>; cases: CaseExpectation[] } {
+  const { rng, options } = b;
+  const notifications = new Map<string, string>();
+  const cases: CaseExpectation[] = [];
   while (counts.events < options.events) {
     const start = rng.next() * span;
     const left = options.events - counts.events;
@@ -436,12 +461,20 @@ export function generateStream(options: LocalOptions): GeneratedStream {
     counts.events += k;
     if (outOfOrder) counts.outOfOrderCases += 1;
   }
+  return { notifications, cases };
+}
 
-  const invalid = Math.round(options.events * options.invalidRate);
-  for (let i = 0; i < invalid; i++) addInvalid(b, INVALID_KINDS[i % INVALID_KINDS.length]!, rng.next() * span);
-  counts.invalid = invalid;
+/** Contract violations, each kind in turn; returns how many. */
+function planInvalid(b: Builder, span: number): number {
+  const invalid = Math.round(b.options.events * b.options.invalidRate);
+  for (let i = 0; i < invalid; i++) addInvalid(b, INVALID_KINDS[i % INVALID_KINDS.length]!, b.rng.next() * span);
+  return invalid;
+}
 
-  // Duplicates: a producer retry writes the same record again, later, to the same partition.
+/** Duplicates: a producer retry writes the same record again, later, to the same partition. Returns how many. */
+function planDuplicates(b: Builder): number {
+  const { rng, options } = b;
+  let duplicates = 0;
   const originals = [...b.planned];
   for (const p of originals) {
     if (!rng.chance(options.duplicateRate) || p.record.label.kind !== 'event') continue;
@@ -450,9 +483,14 @@ export function generateStream(options: LocalOptions): GeneratedStream {
       time: p.time + rng.int(1, 60),
       record: { ...p.record, label: { kind: 'duplicate', eventId: p.record.label.eventId } },
     });
-    counts.duplicates += 1;
+    duplicates += 1;
   }
+  return duplicates;
+}
 
+/** Poison records, each kind in turn, on either topic; returns how many. */
+function planPoison(b: Builder, span: number): number {
+  const { rng, options } = b;
   const poisonCount = Math.round(options.events * options.poisonRate);
   for (let i = 0; i < poisonCount; i++) {
     const kind = POISON_KINDS[i % POISON_KINDS.length]!;
@@ -460,11 +498,13 @@ export function generateStream(options: LocalOptions): GeneratedStream {
     const time = rng.next() * span;
     b.planned.push({ time, topic, partition: rng.int(0, options.partitions - 1), record: poisonRecord(b, kind, topic, time) });
   }
-  counts.poison = poisonCount;
+  return poisonCount;
+}
 
-  // Lay the records out in production order; a record's offset is its index in its partition.
+/** Lay the records out in production order; a record's offset is its index in its partition. */
+function layOut(b: Builder, consumers: string[]): { topics: Map<string, ProducedRecord[][]>; poison: Map<string, PoisonExpectation[]> } {
   const topics = new Map<string, ProducedRecord[][]>(
-    Object.keys(TOPIC_CONSUMERS).map((t) => [t, Array.from({ length: options.partitions }, () => [] as ProducedRecord[])]),
+    Object.keys(TOPIC_CONSUMERS).map((t) => [t, Array.from({ length: b.options.partitions }, () => [] as ProducedRecord[])]),
   );
   const poison = new Map<string, PoisonExpectation[]>(consumers.map((c) => [c, []]));
   const order = b.planned.map((p, i) => ({ p, i })).sort((x, y) => x.p.time - y.p.time || x.i - y.i);
@@ -478,16 +518,5 @@ export function generateStream(options: LocalOptions): GeneratedStream {
       }
     }
   }
-  counts.faults = [...b.faults.values()].reduce((n, m) => n + m.size, 0);
-  return {
-    seed: options.seed,
-    topics,
-    expected: b.expected,
-    poison,
-    faults: b.faults,
-    cases,
-    notifications,
-    clock: { startsAt: EPOCH, spanMs: span * 1000 },
-    counts,
-  };
+  return { topics, poison };
 }

@@ -105,42 +105,6 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
   );
   const relayConfig = { relay: { ...o.config.relay, backoffSeconds: [0.1, 0.2, 0.5] } };
 
-  /** One planned crash, if there is something to abandon; true when it happened. */
-  async function crash(kind: 'before-publish' | 'after-ack'): Promise<boolean> {
-    if (kind === 'before-publish') {
-      const claim = await claimOutbox(o.sql, {
-        owner: newRelayOwnerId('local-crashed-relay'),
-        limit: 5,
-        runLength: 5,
-        leaseSeconds: CRASH_LEASE_SECONDS,
-      });
-      if (claim.rows.length > 0) stats.crashes.push({ kind, rows: claim.rows.length });
-      return claim.rows.length > 0;
-    }
-    // The broker takes the send; then the process is gone: the run never resolves.
-    let abandoned = 0;
-    const dying: OutboxProducer = {
-      publish(topic, messages) {
-        o.topics.append(topic, messages);
-        abandoned += messages.length;
-        return new Promise<void>(() => {});
-      },
-    };
-    void runRelay({
-      sql: o.sql,
-      producer: dying,
-      consumers: o.consumers,
-      config: { relay: { ...relayConfig.relay, batchSize: 5, leaseSeconds: CRASH_LEASE_SECONDS } },
-      logger: o.logger,
-      metrics: o.metrics,
-      owner: newRelayOwnerId('local-crashed-relay'),
-      remainingMs: () => 60_000,
-    });
-    await sleep(o.tickMs);
-    if (abandoned > 0) stats.crashes.push({ kind, rows: abandoned });
-    return abandoned > 0;
-  }
-
   return {
     stats,
     async run() {
@@ -149,31 +113,13 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
         // always finds rows to abandon however fast the machine drains the outbox.
         const next = plan[0];
         if (next !== undefined) {
-          if (!(await crash(next))) {
+          if (!(await crash(o, relayConfig, stats, next))) {
             await sleep(o.tickMs);
             continue;
           }
           plan.shift();
         }
-        const ends = performance.now() + o.invocationMs;
-        try {
-          const r = await runRelay({
-            sql: o.sql,
-            producer: o.topics,
-            consumers: o.consumers,
-            config: relayConfig,
-            logger: o.logger,
-            metrics: o.metrics,
-            owner: newRelayOwnerId('local-relay'),
-            remainingMs: () => (o.isStopping() ? 0 : Math.max(0, ends - performance.now())),
-          });
-          stats.invocations += 1;
-          stats.published += r.published;
-          stats.refused += r.refused;
-        } catch (error) {
-          // A failed invocation: the next tick tries again, as the schedule would.
-          o.logger.error('relay invocation failed', { error: error instanceof Error ? error.message : String(error) });
-        }
+        await invoke(o, relayConfig, stats);
         await sleep(o.tickMs);
       }
     },
@@ -186,6 +132,73 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
       return true;
     },
   };
+}
+
+/** The relay's configuration in the local run: the stage's, with short back-offs. */
+type RelayConfig = { relay: Config['relay'] };
+
+/** One planned crash, if there is something to abandon; true when it happened. */
+async function crash(
+  o: LocalRelayOptions,
+  relayConfig: RelayConfig,
+  stats: LocalRelay['stats'],
+  kind: 'before-publish' | 'after-ack',
+): Promise<boolean> {
+  if (kind === 'before-publish') {
+    const claim = await claimOutbox(o.sql, {
+      owner: newRelayOwnerId('local-crashed-relay'),
+      limit: 5,
+      runLength: 5,
+      leaseSeconds: CRASH_LEASE_SECONDS,
+    });
+    if (claim.rows.length > 0) stats.crashes.push({ kind, rows: claim.rows.length });
+    return claim.rows.length > 0;
+  }
+  // The broker takes the send; then the process is gone: the run never resolves.
+  let abandoned = 0;
+  const dying: OutboxProducer = {
+    publish(topic, messages) {
+      o.topics.append(topic, messages);
+      abandoned += messages.length;
+      return new Promise<void>(() => {});
+    },
+  };
+  void runRelay({
+    sql: o.sql,
+    producer: dying,
+    consumers: o.consumers,
+    config: { relay: { ...relayConfig.relay, batchSize: 5, leaseSeconds: CRASH_LEASE_SECONDS } },
+    logger: o.logger,
+    metrics: o.metrics,
+    owner: newRelayOwnerId('local-crashed-relay'),
+    remainingMs: () => 60_000,
+  });
+  await sleep(o.tickMs);
+  if (abandoned > 0) stats.crashes.push({ kind, rows: abandoned });
+  return abandoned > 0;
+}
+
+/** One relay invocation, as the schedule would start it; a failure is logged and the next tick tries again. */
+async function invoke(o: LocalRelayOptions, relayConfig: RelayConfig, stats: LocalRelay['stats']): Promise<void> {
+  const ends = performance.now() + o.invocationMs;
+  try {
+    const r = await runRelay({
+      sql: o.sql,
+      producer: o.topics,
+      consumers: o.consumers,
+      config: relayConfig,
+      logger: o.logger,
+      metrics: o.metrics,
+      owner: newRelayOwnerId('local-relay'),
+      remainingMs: () => (o.isStopping() ? 0 : Math.max(0, ends - performance.now())),
+    });
+    stats.invocations += 1;
+    stats.published += r.published;
+    stats.refused += r.refused;
+  } catch (error) {
+    // A failed invocation: the next tick tries again, as the schedule would.
+    o.logger.error('relay invocation failed', { error: error instanceof Error ? error.message : String(error) });
+  }
 }
 
 /** The outbox checks: what the topics hold against the obligations the run opened. */
