@@ -35,8 +35,11 @@ export function roleUrl(adminUrl: string, role: DatabaseRole, database?: string)
 /**
  * Give the roles the functions log in as (created by the migrations and the consumer
  * roles' step; by default those of the declared consumers) their local passwords. `admin`
- * is connected with `adminUrl`. Serialized on an advisory lock: concurrent ALTER ROLE of
- * one role fails ("tuple concurrently updated").
+ * is connected with `adminUrl`. Concurrent ALTER ROLE of one role fails ("tuple
+ * concurrently updated"): runs on one database serialize on an advisory lock, but such a
+ * lock belongs to its database while roles belong to the server, so runs on two databases of
+ * one server (the tests' clones) can still meet; setting the same passwords again is
+ * harmless, so those retry.
  */
 export async function prepareRoleLogins(
   admin: Sql,
@@ -50,6 +53,18 @@ export async function prepareRoleLogins(
     }),
   );
   if (Object.keys(passwords).length === 0) return;
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      await setPasswords(admin, passwords);
+      return;
+    } catch (error) {
+      if (attempt >= 5 || !(error instanceof Error) || !error.message.includes('tuple concurrently updated')) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 50 * attempt));
+    }
+  }
+}
+
+async function setPasswords(admin: Sql, passwords: Record<string, string>): Promise<void> {
   await admin.begin(async (tx) => {
     await tx`select pg_advisory_xact_lock(hashtext('kafka-inbox:role-logins'))`;
     // ALTER ROLE takes no bind parameters: the passwords travel as a setting of this
