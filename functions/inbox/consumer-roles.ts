@@ -3,10 +3,12 @@
  * for the declared consumers by the migration step that follows the SQL files: in the
  * deploy-time migration function, `npm run migrate`, the local run and the tests.
  *
- * For each consumer, `inbox_ingest_<consumer>` and `inbox_worker_<consumer>`: created, or
+ * For each consumer, `inbox_ingest_<consumer>` and `inbox_worker_<consumer>`, and for one
+ * that emits events `inbox_relay_<consumer>` (migrations/0160_relay_per_consumer.sql): created, or
  * re-enabled, as members of their kind's role (refused when the role exists with more
  * than LOGIN), mapped to the consumer for the row-level security policies, and granted
- * exactly the tables the declaration names (`tables`): everything else those roles held
+ * exactly the tables the declaration names (`tables`; the relay's role none, its handlers
+ * never run there): everything else those roles held
  * outside the inbox's own schema is revoked. A consumer no longer declared has its roles
  * retired: NOLOGIN, and policies that match none of its rows.
  *
@@ -51,7 +53,8 @@ export async function provisionConsumerRoles(sql: Sql, consumers: readonly Consu
       await tx`select integration.provision_consumer_role(${r.role}, ${r.consumerName}, ${r.kind}, ${r.groups}::name[])`;
       const consumer = consumers.find((c) => c.name === r.consumerName)!;
       // An inline consumer's handlers run in its ingest too; a deferred consumer's ingest runs none.
-      const tables = r.kind === 'worker' || consumer.mode === 'inline' ? (consumer.tables ?? {}) : {};
+      const runsHandlers = r.kind === 'worker' || (r.kind === 'ingest' && consumer.mode === 'inline');
+      const tables = runsHandlers ? (consumer.tables ?? {}) : {};
       await grantExactly(tx, r.role, tables);
     }
     const retired = await tx<{ role: string }[]>`select integration.retire_consumer_roles(${roles.map((r) => r.role)}::name[]) as role`;

@@ -1,7 +1,8 @@
 /**
  * The database roles the functions connect as (migrations/0045 creates the kind roles,
  * 0046 and later grant what each function's code uses; migrations/0130 makes the consumer
- * kinds groups of one login role per consumer). The CDK app reads these names for the
+ * kinds groups of one login role per consumer, and migrations/0160_relay_per_consumer.sql
+ * the relay, one role per emitting consumer). The CDK app reads these names for the
  * functions' `rds-db:connect` permissions and DB_IAM_USER; the local run and the tests
  * connect each function as its role, so a missing grant fails a test, not a deploy.
  */
@@ -21,10 +22,16 @@ export interface TablePrivileges {
 }
 
 /** What the consumer roles' step reads of a declaration. */
-export interface ConsumerRoleDeclaration {
+export interface ConsumerRoleDeclaration extends RoleConsumer {
+  tables?: Readonly<Record<string, TablePrivileges>>;
+}
+
+/** What decides a consumer's roles: its name, its mode, and whether it emits events (a relay role). */
+export interface RoleConsumer {
   name: string;
   mode: Mode;
-  tables?: Readonly<Record<string, TablePrivileges>>;
+  /** The events it emits, by name (functions/framework/types.ts): a relay role when there is one. */
+  emits?: Readonly<Record<string, unknown>>;
 }
 
 export const DatabaseRoles = {
@@ -36,26 +43,26 @@ export const DatabaseRoles = {
   worker: 'inbox_worker',
   reaper: 'inbox_reaper',
   ops: 'inbox_ops',
-  /** The outbox relay: claims, publishes and purges outbox rows. */
+  /** Every relay function's group: claims, publishes and purges an emitting consumer's outbox rows. */
   relay: 'inbox_relay',
 } as const;
 
-/** A kind role: a group for ingest and worker, a login role for the cross-consumer functions. */
+/** A kind role: a group for ingest, worker and relay, a login role for the cross-consumer functions. */
 export type KindRole = (typeof DatabaseRoles)[keyof typeof DatabaseRoles];
 
 /** A consumer's own login role: `<kind role>_<consumer name with '-' as '_'>`. */
-export type ConsumerRole = `${typeof DatabaseRoles.ingest | typeof DatabaseRoles.worker}_${string}`;
+export type ConsumerRole = `${typeof DatabaseRoles.ingest | typeof DatabaseRoles.worker | typeof DatabaseRoles.relay}_${string}`;
 
 /** Any role a function or a test connects as. */
 export type DatabaseRole = KindRole | ConsumerRole;
 
 export const KIND_ROLES: readonly KindRole[] = Object.values(DatabaseRoles);
 
-/** The kind roles the functions log in as: the cross-consumer ones. Ingest and worker log in as their consumer's role. */
-export const LOGIN_KIND_ROLES: readonly KindRole[] = [DatabaseRoles.reaper, DatabaseRoles.ops, DatabaseRoles.relay];
+/** The kind roles the functions log in as: the cross-consumer ones. Ingest, worker and relay log in as their consumer's role. */
+export const LOGIN_KIND_ROLES: readonly KindRole[] = [DatabaseRoles.reaper, DatabaseRoles.ops];
 
-/** The functions that have a role per consumer. */
-export type ConsumerRoleKind = 'ingest' | 'worker';
+/** The functions that have a role per consumer (the relay: per consumer that emits). */
+export type ConsumerRoleKind = 'ingest' | 'worker' | 'relay';
 
 /** PostgreSQL's limit on a name (NAMEDATALEN - 1). */
 const MAX_ROLE_NAME = 63;
@@ -81,18 +88,29 @@ export function workerRoleOf(consumer: { name: string }): ConsumerRole {
   return consumerRole('worker', consumer.name);
 }
 
+/** The role of an emitting consumer's relay function. */
+export function relayRoleOf(consumer: { name: string }): ConsumerRole {
+  return consumerRole('relay', consumer.name);
+}
+
+/** Whether the consumer emits events, so has a relay (as emitsEvents in functions/framework/types.ts). */
+export function hasRelay(consumer: Pick<RoleConsumer, 'emits'>): boolean {
+  return Object.keys(consumer.emits ?? {}).length > 0;
+}
+
 /** The groups a consumer's role of `kind` is a member of: its kind's, and inline ingest's for an inline consumer. */
 export function groupsOf(kind: ConsumerRoleKind, consumer: { mode: Mode }): KindRole[] {
   if (kind === 'worker') return [DatabaseRoles.worker];
+  if (kind === 'relay') return [DatabaseRoles.relay];
   return consumer.mode === 'inline' ? [DatabaseRoles.ingestInline] : [DatabaseRoles.ingest];
 }
 
-/** Every consumer role of `consumers`, with its kind and consumer. */
+/** Every consumer role of `consumers`, with its kind and consumer: ingest and worker for each, relay for those that emit. */
 export function consumerRolesOf(
-  consumers: readonly { name: string; mode: Mode }[],
+  consumers: readonly RoleConsumer[],
 ): { role: ConsumerRole; kind: ConsumerRoleKind; consumerName: string; groups: KindRole[] }[] {
   return consumers.flatMap((c) =>
-    (['ingest', 'worker'] as const).map((kind) => ({
+    (hasRelay(c) ? (['ingest', 'worker', 'relay'] as const) : (['ingest', 'worker'] as const)).map((kind) => ({
       role: consumerRole(kind, c.name),
       kind,
       consumerName: c.name,
@@ -102,6 +120,6 @@ export function consumerRolesOf(
 }
 
 /** Every role a function logs in as, for these consumers: the cross-consumer kinds' and each consumer's. */
-export function runtimeRoles(consumers: readonly { name: string; mode: Mode }[]): DatabaseRole[] {
+export function runtimeRoles(consumers: readonly RoleConsumer[]): DatabaseRole[] {
   return [...LOGIN_KIND_ROLES, ...consumerRolesOf(consumers).map((r) => r.role)];
 }

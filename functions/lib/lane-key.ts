@@ -22,6 +22,11 @@ export function byLaneKey(a: LaneKey, b: LaneKey): number {
   return compareLaneKeys(a.aggregateType, b.aggregateType) || compareLaneKeys(a.aggregateId, b.aggregateId);
 }
 
+/** Outbox lanes of any consumers in lock order: consumer, type, id, each as compareLaneKeys (migration 0160's key). */
+export function byConsumerLaneKey(a: LaneKey & { consumerName: string }, b: LaneKey & { consumerName: string }): number {
+  return compareLaneKeys(a.consumerName, b.consumerName) || byLaneKey(a, b);
+}
+
 /**
  * The lane key's columns, as a row of an inbox row or a lane: the leading columns of
  * consumer_inbox_open_lane_idx and consumer_inbox_in_flight_lane_idx (migration 0150).

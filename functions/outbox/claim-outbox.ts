@@ -3,13 +3,18 @@
  *
  * The shape is the worker's claim (functions/inbox/claim-due.ts), for the same reasons:
  *
- * - Lanes, not rows. integration.outbox_lane holds one row per aggregate with unpublished
- *   events (migration 0081). A claim takes due lanes with FOR UPDATE SKIP LOCKED, reads each
- *   lane's first unpublished rows in outbox_seq order, and takes the run of due rows at its
- *   start. A lane held by a relay is not claimable until its lease expires, so an
+ * - Lanes, not rows. integration.outbox_lane holds one row per consumer and aggregate with
+ *   unpublished events (migrations 0081, 0160). A claim takes due lanes with FOR UPDATE
+ *   SKIP LOCKED, reads each lane's first unpublished rows in outbox_seq order, and takes
+ *   the run of due rows at its start. A lane held by a relay is not claimable until its lease expires, so an
  *   aggregate's events are published by one relay at a time, in order: two relays never
  *   interleave (or reorder) one aggregate's events. A lane whose lease expired (its relay
  *   crashed or was killed) is taken over by the next claim; no reaper is needed.
+ *
+ * - One consumer's. A relay serves one emitting consumer (`consumerName`) and claims only its
+ *   lanes, as its role's row-level security policy also holds it to (migration 0160); the
+ *   consumer is compared as an InitPlan, like the policy's (functions/lib/own-consumer.ts).
+ *   Without `consumerName` (the owner, in tests) the claim takes every consumer's lanes.
  *
  * - Locked by the row version the statement's snapshot saw: a lane an emitter marked since
  *   (its trigger rewrote the lane) fails the ctid re-check and is skipped, never judged
@@ -24,10 +29,12 @@
  *   (locked_by, lease_expires_at), and every later change is fenced on that owner.
  */
 import type { Queryable } from '../lib/db';
+import { ownConsumer } from '../lib/own-consumer';
 import { planOpaque } from '../lib/plan-opaque';
 import type { OutboxRow } from './types';
 
 export interface ClaimedOutboxLane {
+  consumerName: string;
   aggregateType: string;
   aggregateId: string;
   /** The run, in publishing order. */
@@ -45,6 +52,8 @@ export interface OutboxClaim {
 
 export interface OutboxClaimOptions {
   owner: string;
+  /** The emitting consumer whose lanes the claim takes; every consumer's when omitted (the owner's connection only). */
+  consumerName?: string;
   /** Rows per claim. */
   limit: number;
   /** Rows of one aggregate per claim; never more than limit. */
@@ -69,7 +78,7 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
   const runLength = Math.max(1, Math.min(options.runLength, limit));
   const leaseSeconds = Math.max(options.leaseSeconds, 0.001);
   return q<ClaimRecord[]>`
-    with ${lockedLanes(q, limit)},
+    with ${lockedLanes(q, limit, options.consumerName)},
     ${windowRows(q, runLength)},
     ${laneView(q)},
     ${taken(q, limit, runLength)},
@@ -89,22 +98,22 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
  * lanes that are due, and lanes whose relay's lease ran out. Each set is an ordered range of
  * its own (limit each), found again by ctid for the lock.
  */
-function lockedLanes(q: Queryable, limit: number) {
+function lockedLanes(q: Queryable, limit: number, consumerName: string | undefined) {
   return q`lanes as materialized (
-      select l.ctid as lane_ctid, l.aggregate_type, l.aggregate_id,
-             row_number() over (order by coalesce(l.due_at, l.lease_expires_at), l.aggregate_type, l.aggregate_id) as lane_no
+      select l.ctid as lane_ctid, l.consumer_name, l.aggregate_type, l.aggregate_id,
+             row_number() over (order by coalesce(l.due_at, l.lease_expires_at), l.consumer_name, l.aggregate_type, l.aggregate_id) as lane_no
       from (
-        select l.ctid, l.aggregate_type, l.aggregate_id, l.due_at, l.lease_expires_at
+        select l.ctid, l.consumer_name, l.aggregate_type, l.aggregate_id, l.due_at, l.lease_expires_at
         from integration.outbox_lane l
         where l.ctid = any(array(
             (select c.ctid from integration.outbox_lane c
-             where c.locked_by is null and c.due_at <= now()
+             where ${ofConsumer(q, consumerName)} and c.locked_by is null and c.due_at <= now()
              order by c.due_at
              limit ${limit})
             union all
             -- Held by a relay whose lease ran out: it is gone (leases end with invocations).
             (select c.ctid from integration.outbox_lane c
-             where c.locked_by is not null and c.lease_expires_at <= now()
+             where ${ofConsumer(q, consumerName)} and c.locked_by is not null and c.lease_expires_at <= now()
              order by c.lease_expires_at
              limit ${limit})))
         for update of l skip locked
@@ -112,7 +121,17 @@ function lockedLanes(q: Queryable, limit: number) {
     )`;
 }
 
-/** Each lane's first unpublished rows: one more than a run, to see whether more follow. */
+/** The lane `c` is the claiming consumer's (any lane without one). */
+function ofConsumer(q: Queryable, consumerName: string | undefined) {
+  return consumerName === undefined ? q`true` : q`c.consumer_name = ${ownConsumer(q, consumerName)}`;
+}
+
+/**
+ * Each lane's first unpublished rows: one more than a run, to see whether more follow. Found
+ * by the lane's aggregate (outbox_unpublished_lane_idx), its consumer checked on them: the
+ * check is opaque (plan-opaque.ts), since written plainly it lets the planner read the
+ * consumer's whole backlog per lane from outbox_unpublished_age_idx instead.
+ */
 function windowRows(q: Queryable, runLength: number) {
   return q`window_rows as materialized (
       select g.lane_no, o.outbox_seq,
@@ -126,6 +145,7 @@ function windowRows(q: Queryable, runLength: number) {
         where o.aggregate_type = g.aggregate_type
           and o.aggregate_id = g.aggregate_id
           and o.published_at is null
+          and ${planOpaque(q, q`o.consumer_name = g.consumer_name`)}
         order by o.outbox_seq
         limit ${runLength + 1}
       ) o
@@ -222,7 +242,7 @@ function toClaim(records: readonly ClaimRecord[]): OutboxClaim {
   for (const { lane_no: laneNo, pos: _pos, more, deferred_lanes: _deferred, ...row } of records) {
     if (row.outbox_seq === null) continue; // the count-only row of an empty claim
     if (laneNo !== currentNo) {
-      lanes.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [], more });
+      lanes.push({ consumerName: row.consumer_name, aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, rows: [], more });
       currentNo = laneNo;
     }
     lanes[lanes.length - 1]!.rows.push(row);

@@ -9,9 +9,10 @@
  * lane taken over after this relay's lease expired is left alone.
  */
 import type { Queryable } from '../lib/db';
-import { byLaneKey } from '../lib/lane-key';
+import { byConsumerLaneKey } from '../lib/lane-key';
 
 export interface OutboxLaneRelease {
+  consumerName: string;
   aggregateType: string;
   aggregateId: string;
   /** Seconds from now until the lane's head is due (0: now); null when the relay left nothing unpublished. */
@@ -21,7 +22,8 @@ export interface OutboxLaneRelease {
 export async function releaseOutboxLanes(q: Queryable, owner: string, lanes: readonly OutboxLaneRelease[]): Promise<void> {
   if (lanes.length === 0) return;
   // Lock order "C", as the lane trigger's: never a deadlock with an emitter.
-  const sorted = [...lanes].sort(byLaneKey);
+  const sorted = [...lanes].sort(byConsumerLaneKey);
+  const consumers = sorted.map((l) => l.consumerName);
   const types = sorted.map((l) => l.aggregateType);
   const ids = sorted.map((l) => l.aggregateId);
   const dues = sorted.map((l) => l.dueInSeconds);
@@ -34,14 +36,17 @@ export async function releaseOutboxLanes(q: Queryable, owner: string, lanes: rea
           lease_expires_at = null,
           due_at = least(l.due_at, now() + make_interval(secs => v.due_in_seconds)),
           updated_at = now()
-      from unnest(${types}::text[], ${ids}::text[], ${dues as (number | null)[]}::float8[]) as v(aggregate_type, aggregate_id, due_in_seconds)
-      where l.aggregate_type = v.aggregate_type
+      from unnest(${consumers}::text[], ${types}::text[], ${ids}::text[], ${dues as (number | null)[]}::float8[])
+           as v(consumer_name, aggregate_type, aggregate_id, due_in_seconds)
+      where l.consumer_name = v.consumer_name
+        and l.aggregate_type = v.aggregate_type
         and l.aggregate_id = v.aggregate_id
         and l.locked_by = ${owner}`,
     q`
       delete from integration.outbox_lane l
-      using unnest(${types}::text[], ${ids}::text[]) as v(aggregate_type, aggregate_id)
-      where l.aggregate_type = v.aggregate_type
+      using unnest(${consumers}::text[], ${types}::text[], ${ids}::text[]) as v(consumer_name, aggregate_type, aggregate_id)
+      where l.consumer_name = v.consumer_name
+        and l.aggregate_type = v.aggregate_type
         and l.aggregate_id = v.aggregate_id
         and l.locked_by is null
         and l.due_at is null`,

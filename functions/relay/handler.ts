@@ -2,18 +2,22 @@
  * The outbox relay Lambda, fired every minute by EventBridge Scheduler: publishes the
  * outbox's unpublished events to Kafka (MSK, IAM auth) in order per aggregate, draining in
  * a loop within the invocation, then publishes the outbox gauges and applies retention.
- * Serves every consumer declaration, so it has no CONSUMER_NAME. The work is in
- * ./run-relay.ts.
+ * One function per emitting consumer, CONSUMER_NAME saying which (as ingest and worker):
+ * it connects as that consumer's relay role and publishes that consumer's events only.
+ * The work is in ./run-relay.ts.
  */
 import type { Context } from 'aws-lambda';
-import { CONSUMERS } from '../consumers/index';
-import { loadConfig, requireKafka } from '../lib/config';
+import { getConsumer } from '../consumers/index';
+import { emitsEvents } from '../framework/types';
+import { ConfigError, loadConfig, requireConsumerName, requireKafka } from '../lib/config';
 import { getSql } from '../lib/db';
 import { createObservability } from '../lib/observability';
 import { createMskProducer } from './kafka-producer';
 import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
 
 const config = loadConfig();
+const consumer = getConsumer(requireConsumerName(config));
+if (!emitsEvents(consumer)) throw new ConfigError(`Invalid configuration: CONSUMER_NAME: consumer "${consumer.name}" emits no events`);
 const { logger, metrics } = createObservability(config, 'relay');
 // One producer per container, connected on first use: its idempotent producer id lives as
 // long as the container does.
@@ -25,7 +29,7 @@ export async function handler(_event: unknown, context: Context): Promise<Omit<R
   const { gauges: _gauges, ...result } = await runRelay({
     sql,
     producer,
-    consumers: CONSUMERS,
+    consumer,
     config,
     logger,
     metrics,

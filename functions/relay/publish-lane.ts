@@ -81,7 +81,7 @@ export async function publishLane(p: LanePublisher, lane: ClaimedOutboxLane): Pr
   const dueInSeconds = stopped === 'refused' ? delaySeconds : stopped === 'time' || lane.more ? 0 : null;
   return {
     outcomes,
-    release: { aggregateType: lane.aggregateType, aggregateId: lane.aggregateId, dueInSeconds },
+    release: { consumerName: lane.consumerName, aggregateType: lane.aggregateType, aggregateId: lane.aggregateId, dueInSeconds },
     refused,
     outOfTime: stopped === 'time',
   };

@@ -4,6 +4,12 @@
  * invocation's time budget is spent; then the gauges and retention. Called by the Lambda
  * handler, the local run and the tests, each with its own producer.
  *
+ * A run serves one emitting consumer: it claims that consumer's lanes only, and reads and
+ * purges that consumer's rows. Its function connects as the consumer's relay role
+ * (inbox_relay_<consumer>), whose row-level security policies hold it to the same rows
+ * (migration 0160): another consumer's events are neither published, held back nor marked
+ * by it.
+ *
  * Per lane (one aggregate), the claimed run is published in outbox_seq order, in one send
  * per stretch of rows bound for the same topic, each send after the previous one was
  * acknowledged. The first send the producer refuses stops the lane: its first row is the
@@ -20,7 +26,7 @@ import { randomUUID } from 'node:crypto';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../framework/types';
-import { DEFAULT_RETENTION, emitsEvents } from '../framework/types';
+import { DEFAULT_RETENTION } from '../framework/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
@@ -36,8 +42,8 @@ import { publishLane, type LaneOutcome, type LanePublisher } from './publish-lan
 export interface RelayDependencies {
   sql: Sql;
   producer: OutboxProducer;
-  /** The declarations; those that emit get gauges, retention and metrics. */
-  consumers: readonly ConsumerDeclaration[];
+  /** The emitting consumer this relay serves: its lanes, gauges, retention and metrics. */
+  consumer: ConsumerDeclaration;
   config: { relay: Config['relay'] };
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
   metrics: GaugePublisher;
@@ -60,7 +66,7 @@ export interface RelayResult {
   lost: number;
   /** Published rows deleted by retention. */
   purged: number;
-  /** Per emitting consumer, null when the run had no time left to read them. */
+  /** The consumer's (one entry), null when the run had no time left to read them. */
   gauges: OutboxGauges[] | null;
 }
 
@@ -81,7 +87,6 @@ interface RelayRun {
   deps: RelayDependencies;
   owner: string;
   hasTime: () => boolean;
-  emitting: ConsumerDeclaration[];
   perConsumer: Map<string, ConsumerCounts>;
   result: RelayResult;
   lanePublisher: LanePublisher;
@@ -95,23 +100,18 @@ interface RelayRun {
 export async function runRelay(deps: RelayDependencies): Promise<RelayResult> {
   const { safetyMarginMs, backoffSeconds } = deps.config.relay;
   const hasTime = () => deps.remainingMs() > safetyMarginMs;
-  const emitting = deps.consumers.filter(emitsEvents);
+  const { consumer } = deps;
   const run: RelayRun = {
     deps,
     owner: deps.owner ?? newRelayOwnerId(),
     hasTime,
-    emitting,
-    perConsumer: new Map(emitting.map((c) => [c.name, { published: 0, refused: 0, purged: 0 }])),
+    perConsumer: new Map([[consumer.name, { published: 0, refused: 0, purged: 0 }]]),
     result: { claimed: 0, published: 0, refused: 0, returned: 0, lost: 0, purged: 0, gauges: null },
     lanePublisher: { producer: deps.producer, hasTime, backoffSeconds, random: deps.random },
   };
   try {
     await publishDue(run);
-    if (hasTime())
-      run.result.gauges = await readOutboxGauges(
-        deps.sql,
-        emitting.map((c) => c.name),
-      );
+    if (hasTime()) run.result.gauges = await readOutboxGauges(deps.sql, [consumer.name]);
     await deletePublished(run);
   } finally {
     publishMetrics(run);
@@ -129,6 +129,7 @@ async function publishDue(run: RelayRun): Promise<void> {
     if (left <= safetyMarginMs) return;
     const claim = await claimOutbox(deps.sql, {
       owner: run.owner,
+      consumerName: deps.consumer.name,
       limit: batchSize,
       runLength,
       leaseSeconds: Math.min(leaseSeconds, left / 1000),
@@ -210,23 +211,21 @@ function countOutcomes(
   return lost;
 }
 
-/** Retention: each emitting consumer's published rows past its retention, in batches while there is time. */
+/** Retention: the consumer's published rows past its retention, in batches while there is time. */
 async function deletePublished(run: RelayRun): Promise<void> {
-  const { sql } = run.deps;
+  const { sql, consumer } = run.deps;
   const { purgeBatchSize } = run.deps.config.relay;
-  for (const consumer of run.emitting) {
-    const days = consumer.retention.publishedOutboxDays ?? DEFAULT_RETENTION.publishedOutboxDays!;
-    for (;;) {
-      if (!run.hasTime()) break;
-      const n = await deletePublishedOutbox(sql, consumer.name, days, purgeBatchSize);
-      run.perConsumer.get(consumer.name)!.purged += n;
-      run.result.purged += n;
-      if (n < purgeBatchSize) break;
-    }
+  const days = consumer.retention.publishedOutboxDays ?? DEFAULT_RETENTION.publishedOutboxDays!;
+  for (;;) {
+    if (!run.hasTime()) break;
+    const n = await deletePublishedOutbox(sql, consumer.name, days, purgeBatchSize);
+    run.perConsumer.get(consumer.name)!.purged += n;
+    run.result.purged += n;
+    if (n < purgeBatchSize) break;
   }
 }
 
-/** One EMF document per emitting consumer: its counts and, when read, its gauges. */
+/** One EMF document for the consumer: its counts and, when read, its gauges. */
 function publishMetrics(run: RelayRun): void {
   const { metrics } = run.deps;
   for (const [consumerName, counts] of run.perConsumer) {

@@ -1,6 +1,7 @@
 /**
- * The outbox relay in the local run: the real runRelay on an accelerated schedule,
- * publishing to simulated topics instead of MSK, with what production throws at it —
+ * The outbox relay in the local run: the real runRelay on an accelerated schedule, one
+ * per emitting consumer, each connected as that consumer's relay role (as each relay
+ * function is deployed), publishing to simulated topics instead of MSK, with what production throws at it —
  * refused sends and relays that die — and the checks at the end: every obligation event
  * published exactly once, the outbox drained.
  *
@@ -70,9 +71,15 @@ export class SimulatedTopics implements OutboxProducer {
   }
 }
 
-export interface LocalRelayOptions {
+/** One emitting consumer's relay: its declaration and a connection as its relay role. */
+export interface ConsumerRelay {
+  consumer: ConsumerDeclaration;
   sql: Sql;
-  consumers: readonly ConsumerDeclaration[];
+}
+
+export interface LocalRelayOptions {
+  /** A relay per emitting consumer; the planned crashes are the first one's. */
+  relays: readonly ConsumerRelay[];
   config: Config;
   logger: SinkLogger;
   metrics: Metrics;
@@ -124,8 +131,11 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
       }
     },
     async settled() {
-      const [row] = await o.sql<{ n: number }[]>`select count(*)::int as n from integration.outbox where published_at is null`;
-      if (row!.n > 0) return false;
+      // Each relay's role sees its own consumer's rows: together, the whole outbox.
+      for (const { sql } of o.relays) {
+        const [row] = await sql<{ n: number }[]>`select count(*)::int as n from integration.outbox where published_at is null`;
+        if (row!.n > 0) return false;
+      }
       // Called once the inbox is final: nothing more will be emitted, so a crash still
       // planned has nothing to abandon. The summary says so.
       stats.crashesNotSimulated += plan.splice(0).length;
@@ -137,16 +147,19 @@ export function localRelay(o: LocalRelayOptions): LocalRelay {
 /** The relay's configuration in the local run: the stage's, with short back-offs. */
 type RelayConfig = { relay: Config['relay'] };
 
-/** One planned crash, if there is something to abandon; true when it happened. */
+/** One planned crash of the first relay, if there is something to abandon; true when it happened. */
 async function crash(
   o: LocalRelayOptions,
   relayConfig: RelayConfig,
   stats: LocalRelay['stats'],
   kind: 'before-publish' | 'after-ack',
 ): Promise<boolean> {
+  const first = o.relays[0];
+  if (first === undefined) return true;
   if (kind === 'before-publish') {
-    const claim = await claimOutbox(o.sql, {
+    const claim = await claimOutbox(first.sql, {
       owner: newRelayOwnerId('local-crashed-relay'),
+      consumerName: first.consumer.name,
       limit: 5,
       runLength: 5,
       leaseSeconds: CRASH_LEASE_SECONDS,
@@ -164,9 +177,9 @@ async function crash(
     },
   };
   void runRelay({
-    sql: o.sql,
+    sql: first.sql,
     producer: dying,
-    consumers: o.consumers,
+    consumer: first.consumer,
     config: { relay: { ...relayConfig.relay, batchSize: 5, leaseSeconds: CRASH_LEASE_SECONDS } },
     logger: o.logger,
     metrics: o.metrics,
@@ -178,27 +191,34 @@ async function crash(
   return abandoned > 0;
 }
 
-/** One relay invocation, as the schedule would start it; a failure is logged and the next tick tries again. */
+/** One invocation of each consumer's relay, side by side, as their schedules would start them; a failure is logged and the next tick tries again. */
 async function invoke(o: LocalRelayOptions, relayConfig: RelayConfig, stats: LocalRelay['stats']): Promise<void> {
   const ends = performance.now() + o.invocationMs;
-  try {
-    const r = await runRelay({
-      sql: o.sql,
-      producer: o.topics,
-      consumers: o.consumers,
-      config: relayConfig,
-      logger: o.logger,
-      metrics: o.metrics,
-      owner: newRelayOwnerId('local-relay'),
-      remainingMs: () => (o.isStopping() ? 0 : Math.max(0, ends - performance.now())),
-    });
-    stats.invocations += 1;
-    stats.published += r.published;
-    stats.refused += r.refused;
-  } catch (error) {
-    // A failed invocation: the next tick tries again, as the schedule would.
-    o.logger.error('relay invocation failed', { error: error instanceof Error ? error.message : String(error) });
-  }
+  await Promise.all(
+    o.relays.map(async ({ consumer, sql }) => {
+      try {
+        const r = await runRelay({
+          sql,
+          producer: o.topics,
+          consumer,
+          config: relayConfig,
+          logger: o.logger,
+          metrics: o.metrics,
+          owner: newRelayOwnerId('local-relay'),
+          remainingMs: () => (o.isStopping() ? 0 : Math.max(0, ends - performance.now())),
+        });
+        stats.invocations += 1;
+        stats.published += r.published;
+        stats.refused += r.refused;
+      } catch (error) {
+        // A failed invocation: the next tick tries again, as the schedule would.
+        o.logger.error('relay invocation failed', {
+          consumerName: consumer.name,
+          error: error instanceof Error ? error.message : String(error),
+        });
+      }
+    }),
+  );
 }
 
 /** The outbox checks: what the topics hold against the obligations the run opened. */

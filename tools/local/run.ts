@@ -33,7 +33,7 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { CONSUMERS } from '../../functions/consumers';
 import type { KafkaEvent } from '../../functions/ingest/types';
-import type { ConsumerDeclaration } from '../../functions/framework/types';
+import { emitsEvents, type ConsumerDeclaration } from '../../functions/framework/types';
 import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { claimDue } from '../../functions/inbox/claim-due';
 import { createWorkerInvocation } from '../../functions/worker/invocation';
@@ -44,7 +44,7 @@ import { createSql, type Sql } from '../../functions/lib/db';
 import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { runOnce } from '../../functions/reaper/reaper';
-import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
 import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
@@ -700,7 +700,8 @@ async function startReaper(sim: Simulation): Promise<Reaped> {
 }
 
 /**
- * Outbox relay: one loop, publishing to simulated topics (tools/local/relay.ts). It runs at
+ * Outbox relay: one loop of a relay per emitting consumer, each as its consumer's relay role,
+ * publishing to simulated topics (tools/local/relay.ts). It runs at
  * the quick run's cadence even under steady load (--tick-ms 60000): what --rate measures is
  * the workers' latency, and a relay ticking once a minute would only hold the run's end
  * (every obligation published, its two crashes taken over) for minutes.
@@ -708,8 +709,11 @@ async function startReaper(sim: Simulation): Promise<Reaped> {
 async function startRelay(sim: Simulation): Promise<{ relay: LocalRelay; topics: SimulatedTopics }> {
   const topics = new SimulatedTopics({ seed: sim.options.seed, refuseRate: 0.05 });
   const relay = localRelay({
-    sql: await sim.db.client(2),
-    consumers: [...sim.consumers.values()],
+    relays: await Promise.all(
+      [...sim.consumers.values()]
+        .filter(emitsEvents)
+        .map(async (consumer) => ({ consumer, sql: await sim.db.as(relayRoleOf(consumer), 2) })),
+    ),
     config: sim.db.config,
     logger: sim.logger('relay'),
     metrics: new CapturingMetrics(sim.metricLog),

@@ -9,6 +9,7 @@ import { normalizeEnvelope } from '../../../functions/framework/envelopes';
 import { caseSla } from '../../../functions/consumers/case-sla';
 import { claimOutbox, claimOutboxStatement } from '../../../functions/outbox/claim-outbox';
 import { completeOutbox } from '../../../functions/outbox/complete-outbox';
+import { relayRoleOf } from '../../../functions/lib/database-roles';
 import { MetricNames } from '../../../functions/lib/metric-names';
 import { createMskProducer } from '../../../functions/relay/kafka-producer';
 import { freePort } from '../../../tools/embedded-postgres';
@@ -120,6 +121,37 @@ describe('what a claim says of each lane', () => {
     // a step comparing every pair of the batch's rows (a subplan per row, a nested loop
     // over a CTE) visits 40,000 on its own: with a subplan per row, this claim visited 24 million.
     expect(rowsVisited(plan)).toBeLessThan(100 * 200);
+  });
+
+  it('the same claim as the consumer’s relay role, under its row-level security policy and filtered to its consumer: the same budget', async () => {
+    const aggregates = Array.from({ length: 300 }, (_, n) => `case_${n}`);
+    await insertOutboxRows(
+      sql,
+      [...aggregates, ...aggregates].map((aggregateId) => ({ aggregateId })),
+    );
+    // Another emitting consumer's backlog on the same aggregates: not the relay's to see or claim.
+    await insertOutboxRows(
+      sql,
+      aggregates.map((aggregateId) => ({ aggregateId, consumerName: 'other-emitter' })),
+    );
+    await sql`analyze integration.outbox, integration.outbox_lane`;
+    const asRelay = db.as(relayRoleOf(caseSla));
+    const statement = claimOutboxStatement(asRelay, {
+      owner: 'relay-test',
+      consumerName: caseSla.name,
+      limit: 200,
+      runLength: 50,
+      leaseSeconds: 60,
+    });
+
+    const [row] = await asRelay<{ 'QUERY PLAN': [{ Plan: PlanNode }] }[]>`explain (analyze, format json) ${statement}`;
+    const plan = row!['QUERY PLAN'][0].Plan;
+
+    expect(plan['Actual Rows']).toBe(200);
+    expect(rowsVisited(plan)).toBeLessThan(100 * 200);
+    const claimed = await sql<{ consumer_name: string; n: number }[]>`
+      select consumer_name, count(*)::int as n from integration.outbox where claimed_by = 'relay-test' group by consumer_name`;
+    expect(claimed).toEqual([{ consumer_name: 'case-sla', n: 200 }]);
   });
 });
 

@@ -1,6 +1,6 @@
 /** Shared arrangement for the outbox relay's tests: outbox rows in any state, a counting producer, the relay's dependencies. */
 import { randomUUID } from 'node:crypto';
-import { CONSUMERS } from '../../../functions/consumers/index';
+import { caseSla } from '../../../functions/consumers/case-sla';
 import { DEFAULTS } from '../../../functions/lib/config';
 import type { Queryable, Sql } from '../../../functions/lib/db';
 import type { OutboxMessage, OutboxProducer } from '../../../functions/relay/producer';
@@ -105,7 +105,8 @@ export function relay(
   return runRelay({
     sql,
     producer,
-    consumers: CONSUMERS,
+    // The reference consumer that emits; the rows insertOutboxRows writes are its own by default.
+    consumer: caseSla,
     config: relayConfig(),
     logger: quietLogger,
     metrics: new MetricsRecorder(),

@@ -1,5 +1,6 @@
 /**
- * One consumer's roles cannot touch another consumer's rows or tables (migrations/0130):
+ * One consumer's roles cannot touch another consumer's rows or tables (migrations/0130,
+ * 0150, and 0160 for the relay's):
  * for each statement, run as a consumer's own role, its own consumer's rows are reached
  * and another consumer's affect no row or are refused with SQLSTATE 42501. Every
  * statement runs in a transaction that is rolled back, so the cases do not disturb each
@@ -14,7 +15,8 @@ import { notificationService } from '../../../functions/consumers/notification-s
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { provisionConsumerRoles } from '../../../functions/inbox/consumer-roles';
 import type { Sql } from '../../../functions/lib/db';
-import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { claimOutbox } from '../../../functions/outbox/claim-outbox';
 import { prepareRoleLogins } from '../../../tools/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow, pauseConsumer } from '../../helpers/factories';
@@ -314,10 +316,165 @@ describe('roles', () => {
   });
 });
 
+describe("the relay: each emitting consumer's relay role reaches its own consumer's outbox rows and lanes only", () => {
+  // A second emitting consumer of this test's own, beside case-sla (the reference consumer that emits).
+  const emitter: ConsumerDeclaration = { ...caseSla, name: 'isolation-emitter' };
+  const slaRelay = relayRoleOf(caseSla);
+  const emitterRelay = relayRoleOf(emitter);
+  const rowsOf = (table: string, consumer: string) => `select * from integration.${table} where consumer_name = '${consumer}'`;
+
+  beforeAll(async () => {
+    await db.provision([...CONSUMERS, emitter]);
+    await sql.unsafe(outboxRow(emitter.name));
+  });
+
+  it('each emitting consumer has a relay role, a member of inbox_relay; a consumer that emits nothing has none', async () => {
+    const roles = await sql<{ role_name: string; consumer_name: string; groups: string[] }[]>`
+      select r.role_name, r.consumer_name,
+             array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
+                   where m.member = r.role_name::regrole and g.rolname <> 'rds_iam' order by 1) as groups
+      from integration.consumer_role r where r.kind = 'relay' and r.retired_at is null order by r.role_name`;
+    expect(roles).toEqual([
+      { role_name: 'inbox_relay_case_sla', consumer_name: 'case-sla', groups: ['inbox_relay'] },
+      { role_name: 'inbox_relay_isolation_emitter', consumer_name: 'isolation-emitter', groups: ['inbox_relay'] },
+    ]);
+  });
+
+  it.each([
+    ['outbox', slaRelay, 'case-sla', emitter.name],
+    ['outbox', emitterRelay, emitter.name, 'case-sla'],
+    ['outbox_lane', slaRelay, 'case-sla', emitter.name],
+    ['outbox_lane', emitterRelay, emitter.name, 'case-sla'],
+  ] as const)('%s, as %s: its own rows only, none of another consumer', async (table, role, own, other) => {
+    expect(await outcome(role, `select * from integration.${table}`)).toEqual({ rows: 1 });
+    expect(await outcome(role, rowsOf(table, own))).toEqual({ rows: 1 });
+    expect(await outcome(role, rowsOf(table, other))).toEqual(NONE);
+    expect(await outcome(role, rowsOf(table, 'case-projection'))).toEqual(NONE);
+  });
+
+  it.each([
+    [slaRelay, 'case-sla', emitter.name],
+    [emitterRelay, emitter.name, 'case-sla'],
+  ] as const)('%s marks and deletes its own outbox rows, and none of another consumer', async (role, own, other) => {
+    const mark = (consumer: string) =>
+      `update integration.outbox set claimed_by = 'r', claimed_at = now() where consumer_name = '${consumer}' and published_at is null`;
+    const publish = (consumer: string) => `update integration.outbox set published_at = now() where consumer_name = '${consumer}'`;
+    const remove = (consumer: string) => `delete from integration.outbox where consumer_name = '${consumer}'`;
+    expect(await outcome(role, mark(own))).toEqual({ rows: 1 });
+    expect(await outcome(role, publish(own))).toEqual({ rows: 1 });
+    expect(await outcome(role, remove(own))).toEqual({ rows: 1 });
+    for (const consumer of [other, 'case-projection']) {
+      expect(await outcome(role, mark(consumer))).toEqual(NONE);
+      expect(await outcome(role, publish(consumer))).toEqual(NONE);
+      expect(await outcome(role, remove(consumer))).toEqual(NONE);
+    }
+    // Without a condition: its own row only.
+    expect(await outcome(role, `update integration.outbox set published_at = now()`)).toEqual({ rows: 1 });
+    expect(await outcome(role, `delete from integration.outbox`)).toEqual({ rows: 1 });
+  });
+
+  it.each([
+    [slaRelay, 'case-sla', emitter.name],
+    [emitterRelay, emitter.name, 'case-sla'],
+  ] as const)('%s locks, releases and deletes its own lanes, and none of another consumer', async (role, own, other) => {
+    const lock = (consumer: string) =>
+      `update integration.outbox_lane set locked_by = 'r', locked_at = now(), lease_expires_at = now() + interval '1 minute', due_at = null where consumer_name = '${consumer}'`;
+    const remove = (consumer: string) => `delete from integration.outbox_lane where consumer_name = '${consumer}'`;
+    expect(await outcome(role, lock(own))).toEqual({ rows: 1 });
+    expect(await outcome(role, remove(own))).toEqual({ rows: 1 });
+    for (const consumer of [other, 'case-projection']) {
+      expect(await outcome(role, lock(consumer))).toEqual(NONE);
+      expect(await outcome(role, remove(consumer))).toEqual(NONE);
+    }
+    expect(await outcome(role, `delete from integration.outbox_lane`)).toEqual({ rows: 1 });
+  });
+
+  it('cannot move a row or a lane to another consumer, rewrite a payload, or add a lane', async () => {
+    expect(await outcome(slaRelay, `update integration.outbox set consumer_name = '${emitter.name}'`)).toEqual(REFUSED);
+    expect(await outcome(slaRelay, `update integration.outbox set payload = '{}'`)).toEqual(REFUSED);
+    expect(await outcome(slaRelay, `update integration.outbox_lane set consumer_name = '${emitter.name}'`)).toEqual(REFUSED);
+    expect(
+      await outcome(
+        slaRelay,
+        `insert into integration.outbox_lane (consumer_name, aggregate_type, aggregate_id, due_at) values ('case-sla', 'case', 'z', now())`,
+      ),
+    ).toEqual(REFUSED);
+  });
+
+  it('a claim for another consumer, run as a relay role, takes nothing: the policy holds it to its own lanes', async () => {
+    const claim = await db
+      .as(emitterRelay)
+      .begin(async (tx) => {
+        const c = await claimOutbox(tx, { owner: 'r', consumerName: 'case-sla', limit: 10, runLength: 10, leaseSeconds: 60 });
+        throw Object.assign(new Error('rollback'), { claim: c });
+      })
+      .catch((error: { claim?: unknown }) => error.claim);
+    expect(claim).toMatchObject({ rows: [], lanes: [] });
+    const own = await db
+      .as(emitterRelay)
+      .begin(async (tx) => {
+        const c = await claimOutbox(tx, { owner: 'r', consumerName: emitter.name, limit: 10, runLength: 10, leaseSeconds: 60 });
+        throw Object.assign(new Error('rollback'), { claim: c });
+      })
+      .catch((error: { claim?: unknown }) => error.claim as { rows: { consumer_name: string }[] });
+    expect(own!.rows.map((r) => r.consumer_name)).toEqual([emitter.name]);
+  });
+
+  it('evaluates the policies once per statement: the consumer lookup is an InitPlan, not a per-row SubPlan', async () => {
+    for (const table of ['outbox', 'outbox_lane']) {
+      const plan = (await db.as(slaRelay).unsafe(`explain select * from integration.${table}`)).map((r) => r['QUERY PLAN']).join('\n');
+      expect(plan).toMatch(/InitPlan/);
+      expect(plan).not.toMatch(/SubPlan/);
+    }
+  });
+
+  it("SET ROLE to another consumer's relay role, or to another function's role, is refused", async () => {
+    expect(await outcome(slaRelay, `set local role ${emitterRelay}`)).toEqual(REFUSED);
+    expect(await outcome(emitterRelay, `set local role ${slaRelay}`)).toEqual(REFUSED);
+    expect(await outcome(slaRelay, `set local role ${slaWorker}`)).toEqual(REFUSED);
+    expect(await outcome(slaWorker, `set local role ${slaRelay}`)).toEqual(REFUSED);
+  });
+
+  it('inbox_relay, reached by SET ROLE, serves no consumer: its policies match no row', async () => {
+    const asKind = async (statement: string) => outcome(slaRelay, statement, `set local role ${DatabaseRoles.relay}`);
+    expect(await asKind(`select * from integration.outbox`)).toEqual(NONE);
+    expect(await asKind(`select * from integration.outbox_lane`)).toEqual(NONE);
+    expect(await asKind(`update integration.outbox set published_at = now()`)).toEqual(NONE);
+    expect(await asKind(`delete from integration.outbox_lane`)).toEqual(NONE);
+  });
+
+  it('inbox_relay cannot log in, whatever its password', async () => {
+    const adminUrl = inject('dbAdminUrl');
+    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+    try {
+      await prepareRoleLogins(admin as unknown as Sql, adminUrl, [DatabaseRoles.relay]);
+    } finally {
+      await admin.end();
+    }
+    const kind = db.client({ max: 1, role: DatabaseRoles.relay });
+    await expect(kind`select 1`).rejects.toMatchObject({ code: '28000' });
+  });
+
+  it('a consumer no longer declared has its relay role retired: no login, no rows', async () => {
+    const result = await provisionConsumerRoles(sql, CONSUMERS);
+
+    expect(result.retired).toContain(emitterRelay);
+    expect(await sql`select consumer_of_role from integration.consumer_of_role(${emitterRelay})`).toEqual([{ consumer_of_role: null }]);
+    const fresh = db.client({ max: 1, role: emitterRelay });
+    await expect(fresh`select 1`).rejects.toMatchObject({ code: '28000' });
+  });
+});
+
 describe("the consumer roles' step", () => {
   const adminUrl = inject('dbAdminUrl');
   // A consumer of this test's own: its roles are server-wide, so no reference consumer's are retired here.
-  const gone: ConsumerDeclaration = { ...caseSla, name: 'isolation-gone', tables: { 'read_model.case_summary': { select: true } } };
+  // It emits nothing (so has no relay role): the relay's roles have their own test below.
+  const gone: ConsumerDeclaration = {
+    ...caseSla,
+    name: 'isolation-gone',
+    emits: {},
+    tables: { 'read_model.case_summary': { select: true } },
+  };
 
   async function provision(consumers: readonly ConsumerDeclaration[]) {
     const result = await provisionConsumerRoles(sql, consumers);

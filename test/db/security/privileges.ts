@@ -23,6 +23,7 @@ const projectionWorker = 'inbox_worker_case_projection';
 const slaWorker = 'inbox_worker_case_sla';
 const notificationWorker = 'inbox_worker_notification_service';
 const notificationIngest = 'inbox_ingest_notification_service';
+const slaRelay = 'inbox_relay_case_sla';
 
 /** Every role the matrix covers: the kind roles and each declared consumer's. */
 export const ROLES: readonly DatabaseRole[] = [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)];
@@ -36,10 +37,11 @@ export const MEMBER_OF: Partial<Record<DatabaseRole, readonly DatabaseRole[]>> =
   [projectionWorker]: [worker],
   [slaWorker]: [worker],
   [notificationWorker]: [worker],
+  [slaRelay]: [relay],
 };
 
-/** The roles that can log in: the cross-consumer functions' and the consumers' own; the kinds of ingest and worker are groups. */
-export const LOGIN: readonly DatabaseRole[] = ROLES.filter((r) => r !== ingest && r !== ingestInline && r !== worker);
+/** The roles that can log in: the cross-consumer functions' and the consumers' own; the kinds of ingest, worker and relay are groups. */
+export const LOGIN: readonly DatabaseRole[] = ROLES.filter((r) => r !== ingest && r !== ingestInline && r !== worker && r !== relay);
 
 /** A privilege on some columns only (UPDATE of the status machine's columns, say), or on all (`true`). */
 export type Columns = true | readonly string[];
@@ -232,7 +234,7 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   // The outbox's lane trigger (0081), likewise.
   'integration.outbox_mark_lanes()': [],
   // The row-level security policies' lookup (0130): the consumer kinds' roles call it.
-  'integration.consumer_of_role(name)': [ingest, ingestInline, worker, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
+  'integration.consumer_of_role(name)': [ingest, ingestInline, worker, relay, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
   // Asked by the inbox's own-rows triggers (0130) of whoever writes.
   'integration.is_consumer_role(name)': [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
   // The inbox's own-rows check and purged form (triggers), the migration step's helpers (0130): no role's.

@@ -6,21 +6,24 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { notificationService } from '../../../functions/consumers/notification-service';
-import { DatabaseRoles, ingestRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { caseSla } from '../../../functions/consumers/case-sla';
+import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAcceptedPayload, insertInboxRows, insertPoisonRow } from '../../helpers/factories';
 import { CASE_TOPIC, caseAccepted, ingestFor, PAYMENT_TOPIC, paymentCompleted } from '../ingest/support';
 import { opsDeps, run } from '../ops/support';
+import { CountingProducer, insertOutboxRows, relay as relayAs } from '../outbox/support';
 import { reap } from '../reaper/support';
 import { work } from '../worker/support';
 
 const db = await useTestDatabase();
-const { reaper, ops, relay } = DatabaseRoles;
-// The ingest and worker functions log in as their consumer's own role.
+const { reaper, ops } = DatabaseRoles;
+// The ingest, worker and relay functions log in as their consumer's own role.
 const ingest = ingestRoleOf(caseProjection);
 const ingestInline = ingestRoleOf(notificationService);
 const worker = workerRoleOf(caseProjection);
+const relay = relayRoleOf(caseSla);
 
 beforeEach(async () => {
   await db.sql`
@@ -90,6 +93,20 @@ describe('inbox_worker_case_projection', () => {
     expect(await db.sql`select case_status from read_model.case_summary where case_id = 'case_role_w1'`).toEqual([
       { case_status: 'ACCEPTED' },
     ]);
+  });
+});
+
+describe('inbox_relay_case_sla', () => {
+  it("claims, publishes and records its consumer's outbox rows, and applies their retention, as its role", async () => {
+    await db.sql`truncate integration.outbox, integration.outbox_lane`;
+    await insertOutboxRows(db.sql, [{ aggregateId: 'r1' }, { aggregateId: 'r1' }, { aggregateId: 'r2' }]);
+    const producer = new CountingProducer();
+
+    const result = await relayAs(db.as(relay), producer);
+
+    expect(result).toMatchObject({ claimed: 3, published: 3, lost: 0 });
+    expect(await db.sql`select * from integration.outbox where published_at is null`).toEqual([]);
+    expect(await db.sql`select * from integration.outbox_lane`).toEqual([]);
   });
 });
 
