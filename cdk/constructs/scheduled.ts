@@ -32,6 +32,11 @@ export function workerScheduleName(consumer: string): string {
   return `${WORKER_SCHEDULE_PREFIX}${consumer}`;
 }
 
+/** An emitting consumer's relay schedule, in the stage's schedule group. */
+export function relayScheduleName(consumer: string): string {
+  return `relay-${consumer}`;
+}
+
 /** What a schedule and an asynchronous invocation config need: created by the platform stack, imported by the consumer stacks. */
 export interface ScheduleParts {
   group: scheduler.IScheduleGroup;

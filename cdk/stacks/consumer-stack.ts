@@ -1,8 +1,9 @@
 /**
  * A consumer stack: the consumers that chose it (declaration or stage config, `stack`), each
- * with its ingest function and mappings, its worker function and schedule, its alarms, and
- * a dashboard of their rows. Everything shared (buckets, queues, schedule group and role,
- * alarm topic, the reaper, ops, relay and migrations) is the platform stack's, read here
+ * with its ingest function and mappings, its worker function and schedule, its outbox relay
+ * and schedule when it emits events, its alarms, and a dashboard of their rows. Everything
+ * shared (buckets, queues, schedule group and role, alarm topic, the reaper, ops and
+ * migrations) is the platform stack's, read here
  * through SSM parameters; nothing here is written for the platform stack but the consumer
  * directory entries ops reads. A stack holds at most maxConsumersPerStack consumers, so no
  * stack of the stage nears CloudFormation's limits however many consumers the stage has
@@ -21,6 +22,7 @@ import { ConsumerWorker } from '../constructs/consumer-worker';
 import { InboxDashboard } from '../constructs/dashboard';
 import type { FunctionPlatform } from '../constructs/inbox-function';
 import { KafkaIngest } from '../constructs/kafka-ingest';
+import { OutboxRelay, relayBrokersOf } from '../constructs/outbox-relay';
 import { acknowledgeLogRetentionProvider, retentionDays } from '../constructs/log-retention';
 import { InboxMetrics, type MonitoredConsumer, type MonitoredFunction } from '../constructs/monitoring';
 import { INGEST_TAG, WORKER_TAG } from '../constructs/ops';
@@ -39,6 +41,8 @@ export interface ConsumerStackProps extends StackProps {
 export class InboxConsumer extends Construct {
   readonly ingest: KafkaIngest;
   readonly worker: ConsumerWorker;
+  /** Its outbox relay, when it emits events: a construct of the stack (OutboxRelay<Consumer>). */
+  readonly relay: OutboxRelay | undefined;
 
   constructor(
     scope: Construct,
@@ -68,6 +72,19 @@ export class InboxConsumer extends Construct {
       schedules: props.schedules,
     });
     if (props.consumer.wakeUps) this.worker.wakeableBy(this.ingest.function);
+    const { consumer, config } = props;
+    this.relay =
+      consumer.outboxTopics.length === 0
+        ? undefined
+        : new OutboxRelay(Stack.of(this), `OutboxRelay${id}`, {
+            platform: props.platform,
+            consumer,
+            relay: config.relay,
+            clusterArn: props.clusterArn,
+            kafkaArnPrefixes: props.kafkaArnPrefixes,
+            brokers: relayBrokersOf(this, config.relay, props.clusterArn, config.observability.logRetentionDays),
+            schedules: props.schedules,
+          });
   }
 }
 
@@ -162,16 +179,24 @@ export class ConsumerStack extends Stack {
 
     const metrics = new InboxMetrics(config.observability.metricsNamespace, config.observability.serviceName);
     const monitored = this.consumers.map((c, i) => monitoredOf(c, props.consumers[i]!));
-    const functions: MonitoredFunction[] = monitored.flatMap((c) => [
-      { label: `${c.name} ingest`, function: c.ingest },
-      { label: `${c.name} worker`, function: c.worker },
-    ]);
-    const scheduled: ScheduledFunction[] = monitored.map((c) => ({
-      label: `${c.name} worker`,
-      function: c.worker,
-      intervalMinutes: 1,
-      consumer: c.name,
-    }));
+    const relays = this.consumers.flatMap((c, i) => (c.relay ? [{ name: props.consumers[i]!.name, function: c.relay.function }] : []));
+    const functions: MonitoredFunction[] = [
+      ...monitored.flatMap((c) => [
+        { label: `${c.name} ingest`, function: c.ingest },
+        { label: `${c.name} worker`, function: c.worker },
+      ]),
+      ...relays.map((r) => ({ label: `outbox relay: ${r.name}`, function: r.function })),
+    ];
+    const scheduled: ScheduledFunction[] = [
+      ...monitored.map((c) => ({
+        label: `${c.name} worker`,
+        function: c.worker,
+        intervalMinutes: 1,
+        consumer: c.name,
+      })),
+      // A relay keeps publishing while its consumer is paused (the pause stops the worker): its silence pages.
+      ...relays.map((r) => ({ label: `outbox relay: ${r.name}`, function: r.function, intervalMinutes: config.relay.intervalMinutes })),
+    ];
     this.dashboard = new InboxDashboard(this, 'Dashboard', { metrics, consumers: monitored, functions });
     this.alarms = new InboxAlarms(this, 'Alarms', {
       metrics,

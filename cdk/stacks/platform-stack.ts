@@ -1,7 +1,7 @@
 /**
  * The platform stack: what every consumer of the stage shares and what runs once per stage.
  * The on-failure bucket, the schedule group with its role and failure queues, the alarm
- * topic; the reaper, the ops function, the outbox relay and the migration trigger; the
+ * topic; the reaper, the ops function and the migration trigger; the
  * overview dashboard (totals and worst consumers, by SEARCH) and the alarms of what it runs
  * and of the database. The consumers themselves are in the consumer stacks
  * (consumer-stack.ts), which read what they need of this one from SSM parameters
@@ -26,7 +26,6 @@ import { OverviewDashboard } from '../constructs/dashboard';
 import { Migrations } from '../constructs/migrations';
 import { InboxMetrics, type MonitoredFunction } from '../constructs/monitoring';
 import { Ops } from '../constructs/ops';
-import { OutboxRelay } from '../constructs/outbox-relay';
 import { Reaper } from '../constructs/reaper';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup } from '../constructs/log-retention';
 import { Schedules } from '../constructs/scheduled';
@@ -44,7 +43,6 @@ export class PlatformStack extends Stack {
   readonly schedules: Schedules;
   readonly ops: Ops;
   readonly reaper: Reaper;
-  readonly relay: OutboxRelay | undefined;
   readonly dashboard: OverviewDashboard;
   readonly alarms: InboxAlarms;
 
@@ -60,7 +58,7 @@ export class PlatformStack extends Stack {
     this.failedRecords = this.createFailedRecordsBucket(config);
     this.schedules = new Schedules(this, 'Schedules', stageId);
     this.reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules: this.schedules });
-    this.relay = this.createRelay(config, platform, stateful);
+    // The outbox relays are per emitting consumer, in its consumer stack (consumer-stack.ts).
     this.ops = this.createOps(config, platform, stageId);
     this.addMigrations(config, platform);
 
@@ -105,21 +103,6 @@ export class PlatformStack extends Stack {
     return bucket;
   }
 
-  /** The outbox relay, only when some deployed consumer emits events. */
-  private createRelay(config: StageConfig, platform: FunctionPlatform, stateful: StatefulReferences): OutboxRelay | undefined {
-    const outboxTopics = [...new Set(config.consumers.flatMap((c) => c.outboxTopics))].sort();
-    if (outboxTopics.length === 0) return undefined;
-    return new OutboxRelay(this, 'OutboxRelay', {
-      platform,
-      relay: config.relay,
-      clusterArn: stateful.mskClusterArn,
-      kafkaArnPrefixes: stateful.kafkaArnPrefixes,
-      topics: outboxTopics,
-      schedules: this.schedules,
-      logRetentionDays: config.observability.logRetentionDays,
-    });
-  }
-
   private createOps(config: StageConfig, platform: FunctionPlatform, stageId: string): Ops {
     const ops = new Ops(this, 'Ops', {
       platform,
@@ -143,7 +126,7 @@ export class PlatformStack extends Stack {
   private addMigrations(config: StageConfig, platform: FunctionPlatform): void {
     const migrations = new Migrations(this, 'Migrations', {
       platform,
-      executeBefore: [this.reaper, this.ops, ...(this.relay ? [this.relay] : [])],
+      executeBefore: [this.reaper, this.ops],
     });
     // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
     const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');
@@ -163,11 +146,9 @@ export class PlatformStack extends Stack {
     const functions: MonitoredFunction[] = [
       { label: 'reaper', function: this.reaper.function },
       { label: 'ops', function: this.ops.function },
-      ...(this.relay ? [{ label: 'outbox relay', function: this.relay.function }] : []),
     ];
     const scheduled: ScheduledFunction[] = [
       { label: 'reaper', function: this.reaper.function, intervalMinutes: config.reaper.intervalMinutes },
-      ...(this.relay ? [{ label: 'outbox relay', function: this.relay.function, intervalMinutes: config.relay.intervalMinutes }] : []),
     ];
     const dashboard = new OverviewDashboard(this, 'Dashboard', { metrics, functions, cluster: stateful.cluster, stageId });
     const alarms = new InboxAlarms(this, 'Alarms', {

@@ -32,6 +32,8 @@ export interface RoleConsumer {
   mode: Mode;
   /** The events it emits, by name (functions/framework/types.ts): a relay role when there is one. */
   emits?: Readonly<Record<string, unknown>>;
+  /** Or, as a stage's config says it (cdk/config.ts), the topics it emits to. */
+  outboxTopics?: readonly string[];
 }
 
 export const DatabaseRoles = {
@@ -94,8 +96,8 @@ export function relayRoleOf(consumer: { name: string }): ConsumerRole {
 }
 
 /** Whether the consumer emits events, so has a relay (as emitsEvents in functions/framework/types.ts). */
-export function hasRelay(consumer: Pick<RoleConsumer, 'emits'>): boolean {
-  return Object.keys(consumer.emits ?? {}).length > 0;
+export function hasRelay(consumer: Pick<RoleConsumer, 'emits' | 'outboxTopics'>): boolean {
+  return Object.keys(consumer.emits ?? {}).length > 0 || (consumer.outboxTopics ?? []).length > 0;
 }
 
 /** The groups a consumer's role of `kind` is a member of: its kind's, and inline ingest's for an inline consumer. */

@@ -11,6 +11,7 @@ import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { defaultMaxConnections, RUNBOOK } from '../../cdk/constructs/alarms';
 import { CONSUMERS } from '../../functions/consumers/index';
+import { emitsEvents } from '../../functions/framework/types';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { INGEST_TAG, WORKER_TAG } from '../../cdk/constructs/ops';
 import { SCHEDULED_TAG } from '../../cdk/constructs/scheduled';
@@ -338,7 +339,7 @@ describe("the control plane's least privilege", () => {
     expect(Object.keys(ops()[1].Properties.Environment.Variables)).not.toContain('WORKER_FUNCTIONS');
   });
 
-  it("lets the schedules' role invoke the workers of this stage's consumer stacks by their tag, and them alone", () => {
+  it("lets the schedules' role invoke the workers and relays of this stage's consumer stacks by their tag, and them alone", () => {
     const [[roleId]] = resources(s.platform, 'AWS::IAM::Role').filter(([id]) => /SchedulesRole/.test(id)) as [[string, Resource]];
     const byTag = statementsOfRole(s.platform, roleId).filter((st) => JSON.stringify(st).includes('aws:ResourceTag'));
     expect(byTag).toHaveLength(1);
@@ -349,10 +350,16 @@ describe("the control plane's least privilege", () => {
     const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) =>
       JSON.stringify(f.Properties.Tags ?? []).includes(SCHEDULED_TAG),
     );
-    expect(tagged.map(([, f]) => f.Properties.Description).sort()).toEqual(CONSUMERS.map((c) => `Kafka inbox worker: ${c.name}`).sort());
+    // Each consumer's worker, and the relay of each consumer that emits (case-sla).
+    const emitting = CONSUMERS.filter(emitsEvents);
+    expect(tagged.map(([, f]) => f.Properties.Description).sort()).toEqual(
+      [...CONSUMERS.map((c) => `Kafka inbox worker: ${c.name}`), ...emitting.map((c) => `Kafka inbox outbox relay: ${c.name}`)].sort(),
+    );
     // Their schedules run as that role, named for their consumer.
     const schedules = resources(s.consumerStacks.main!, 'AWS::Scheduler::Schedule');
-    expect(schedules.map(([, sc]) => sc.Properties.Name).sort()).toEqual(CONSUMERS.map((c) => `worker-${c.name}`).sort());
+    expect(schedules.map(([, sc]) => sc.Properties.Name).sort()).toEqual(
+      [...CONSUMERS.map((c) => `worker-${c.name}`), ...emitting.map((c) => `relay-${c.name}`)].sort(),
+    );
     for (const [, sc] of schedules)
       expect(sc.Properties.Target.RoleArn).toEqual(platformParameterRef(s, s.consumerStacks.main!, 'schedulerRoleArn'));
     expect(platformParameterValue(s, 'schedulerRoleArn')).toEqual({ 'Fn::GetAtt': [roleId, 'Arn'] });

@@ -13,7 +13,7 @@ import { seriesOf, widgetsOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
-import { DatabaseRoles, ingestRoleOf, runtimeRoles, workerRoleOf } from '../../functions/lib/database-roles';
+import { DatabaseRoles, ingestRoleOf, relayRoleOf, runtimeRoles, workerRoleOf } from '../../functions/lib/database-roles';
 import {
   actionsOf,
   databaseUsersOf,
@@ -374,7 +374,7 @@ describe('functions', () => {
   });
 });
 
-/** The database role each function must connect as, by its description: an ingest's and a worker's is its consumer's own. */
+/** The database role each function must connect as, by its description: an ingest's, a worker's and a relay's is its consumer's own. */
 function expectedRole(description: string): string | undefined {
   if (description.includes('migrations')) return undefined;
   const ingest = /^Kafka inbox ingest: (\S+) \((deferred|inline)\)$/.exec(description);
@@ -383,7 +383,8 @@ function expectedRole(description: string): string | undefined {
   if (worker !== null) return workerRoleOf({ name: worker[1]! });
   if (description.startsWith('Kafka inbox reaper')) return DatabaseRoles.reaper;
   if (description.startsWith('Kafka inbox operator')) return DatabaseRoles.ops;
-  if (description.startsWith('Kafka inbox outbox relay')) return DatabaseRoles.relay;
+  const relay = /^Kafka inbox outbox relay: (\S+)$/.exec(description);
+  if (relay !== null) return relayRoleOf({ name: relay[1]! });
   throw new Error(`no expected role for ${description}`);
 }
 
@@ -419,6 +420,9 @@ describe('database access in IAM', () => {
     expect([...seen].sort()).toEqual(runtimeRoles(CONSUMERS).sort());
     expect(seen.size).toBe(inboxFunctions(s.stateless).length - 1);
     expect([...seen]).toEqual(expect.arrayContaining(['inbox_worker_case_projection', 'inbox_ingest_notification_service']));
+    // The relay: one per emitting consumer (case-sla alone among the reference consumers), as its consumer's relay role;
+    // the kind role inbox_relay is a group that no function connects as.
+    expect([...seen].filter((u) => u.startsWith('inbox_relay'))).toEqual(['inbox_relay_case_sla']);
     // Without a proxy, the resource id the stateful stack publishes is the cluster's.
     expect(statefulParameterValue(s, 'connectResourceId')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'DBClusterResourceId'] });
     expect(statefulParameterValue(s, 'connectHost')).toEqual({ 'Fn::GetAtt': [DATABASE_CLUSTER_LOGICAL_ID, 'Endpoint.Address'] });

@@ -28,6 +28,27 @@ const resourcesIn = (t: { toJSON(): { [k: string]: any } }) =>
 const OF_A_CONSUMER =
   /^[A-Za-z:]+ (CaseProjection|CaseSla|NotificationService|Alarmscaseprojection|Alarmscasesla|Alarmsnotificationservice)/;
 
+/**
+ * The outbox relay the single stack had (one for every emitting consumer): now one per
+ * emitting consumer, in that consumer's stack (its own database role), with its alarms and
+ * the stack's broker lookup; new logical ids, so replaced.
+ */
+const THE_SHARED_RELAY = /^[A-Za-z:]+ (OutboxRelay|Alarmsoutboxrelay)/;
+const CASE_SLA_RELAY = [
+  'AWS::CloudWatch::Alarm AlarmsoutboxrelaycaseslaErrors',
+  'AWS::CloudWatch::Alarm AlarmsoutboxrelaycaseslaHeartbeat',
+  'AWS::CloudWatch::Alarm AlarmsoutboxrelaycaseslaThrottles',
+  'AWS::IAM::Policy OutboxRelayBootstrapBrokersCustomResourcePolicy',
+  'AWS::IAM::Policy OutboxRelayCaseSlaFunctionServiceRoleDefaultPolicy',
+  'AWS::IAM::Role OutboxRelayCaseSlaFunctionServiceRole',
+  'AWS::Lambda::EventInvokeConfig OutboxRelayCaseSlaFunctionEventInvokeConfig',
+  'AWS::Lambda::Function OutboxRelayCaseSlaFunction',
+  'AWS::Logs::LogGroup OutboxRelayBootstrapBrokersLogs',
+  'AWS::Logs::LogGroup OutboxRelayCaseSlaFunctionLogs',
+  'AWS::Scheduler::Schedule OutboxRelayCaseSlaSchedule',
+  'Custom::AWS OutboxRelayBootstrapBrokers',
+];
+
 /** Logical ids that carry a hash of what they belong to: named without it. */
 const normalized = (r: string) =>
   r
@@ -47,12 +68,23 @@ describe('the dev stage of three consumers, split', () => {
 
     // Everything of a consumer moved; nothing else did, but the dashboard: the platform's is
     // the overview now, and the consumer stack has its own under the same logical id.
-    expect(moved.filter((r) => !OF_A_CONSUMER.test(r))).toEqual([expect.stringMatching(/^AWS::CloudWatch::Dashboard Dashboard/)]);
+    // So did the provider of the relay's broker lookup (CDK's stack-wide singleton), with the relay.
+    expect(moved.filter((r) => !OF_A_CONSUMER.test(r)).sort()).toEqual([
+      expect.stringMatching(/^AWS::CloudWatch::Dashboard Dashboard/),
+      expect.stringMatching(/^AWS::IAM::Role AWS679f53fac002430cb0da5b7982bd2287ServiceRole/),
+      expect.stringMatching(/^AWS::Lambda::Function AWS679f53fac002430cb0da5b7982bd2287/),
+    ]);
     expect(moved.length).toBeGreaterThan(70);
     expect(stayed.filter((r) => OF_A_CONSUMER.test(r))).toEqual([]);
-    // Replaced: an event-source mapping's logical id includes its stack's name, and the
-    // migration function's version hash its trigger's.
-    expect(gone.map(normalized).sort()).toEqual(
+    // Replaced: the shared relay (above), an event-source mapping's logical id includes its
+    // stack's name, and the migration function's version hash its trigger's.
+    expect(gone.filter((r) => THE_SHARED_RELAY.test(r))).toHaveLength(12);
+    expect(
+      gone
+        .filter((r) => !THE_SHARED_RELAY.test(r))
+        .map(normalized)
+        .sort(),
+    ).toEqual(
       [
         'AWS::Lambda::EventSourceMapping CaseProjectionIngestFunctionKafkaEventSource…',
         'AWS::Lambda::EventSourceMapping CaseSlaIngestFunctionKafkaEventSource…',
@@ -87,6 +119,7 @@ describe('the dev stage of three consumers, split', () => {
           `main: AWS::SSM::Parameter ${c}DirectoryEntry`,
           `main: AWS::Lambda::EventSourceMapping ${c}IngestFunctionKafkaEventSource…`,
         ]),
+        ...CASE_SLA_RELAY.map((r) => `main: ${r}`),
       ].sort(),
     );
   });
