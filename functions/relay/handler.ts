@@ -16,12 +16,13 @@ import { createMskProducer } from './kafka-producer';
 import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
 
 const config = loadConfig();
+const kafka = requireKafka(config);
 const consumer = getConsumer(requireConsumerName(config));
 if (!emitsEvents(consumer)) throw new ConfigError(`Invalid configuration: CONSUMER_NAME: consumer "${consumer.name}" emits no events`);
 const { logger, metrics } = createObservability(config, 'relay');
 // One producer per container, connected on first use: its idempotent producer id lives as
 // long as the container does.
-const producer = createMskProducer(requireKafka(config), logger);
+const producer = createMskProducer(kafka, logger);
 
 export async function handler(_event: unknown, context: Context): Promise<Omit<RelayResult, 'gauges'>> {
   logger.addContext(context);

@@ -16,7 +16,14 @@ import { build } from 'esbuild';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
-import { DatabaseRoles, ingestRoleOf, runtimeRoles, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import {
+  DatabaseRoles,
+  ingestRoleOf,
+  relayRoleOf,
+  runtimeRoles,
+  workerRoleOf,
+  type DatabaseRole,
+} from '../../functions/lib/database-roles';
 import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
@@ -71,6 +78,8 @@ beforeEach(async () => {
 function roleOf(fn: Exclude<Fn, 'migrate'>, env: Record<string, string>): DatabaseRole {
   if (fn === 'ingest') return ingestRoleOf(getConsumer(env.CONSUMER_NAME ?? ''));
   if (fn === 'worker') return workerRoleOf(getConsumer(env.CONSUMER_NAME ?? ''));
+  // A relay's is its consumer's; without one it fails its cold start before it connects.
+  if (fn === 'relay') return env.CONSUMER_NAME === undefined ? DatabaseRoles.relay : relayRoleOf(getConsumer(env.CONSUMER_NAME));
   return DatabaseRoles[fn];
 }
 
@@ -244,6 +253,7 @@ describe('the bundled functions', () => {
       'relay',
       { source: 'schedule' },
       {
+        ...consumer,
         KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
         AWS_REGION: 'eu-west-1',
         // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
