@@ -7,7 +7,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { afterAll, inject } from 'vitest';
+import { afterAll, inject, vi } from 'vitest';
 import { TYPES, type Sql } from '../../functions/lib/db';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { withDatabase } from '../../tools/database-url';
@@ -132,4 +132,15 @@ export async function useTestDatabase(): Promise<TestDatabase> {
   const db = await createTestDatabase();
   afterAll(() => db.drop());
   return db;
+}
+
+/**
+ * Run an assertion on the server's roles until it holds (at most 20 s). Roles belong to the
+ * server, not to a test's database: another test file migrating an empty database of the
+ * same server passes through migrations that gave the kind roles LOGIN before later ones
+ * took it away, so for a moment the server shows that earlier state. A role that stays
+ * wrong still fails the assertion.
+ */
+export async function settledRoles(assertion: () => Promise<void>): Promise<void> {
+  await vi.waitFor(assertion, { timeout: 20_000, interval: 250 });
 }

@@ -18,7 +18,7 @@ import type { Sql } from '../../../functions/lib/db';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
 import { claimOutbox } from '../../../functions/outbox/claim-outbox';
 import { prepareRoleLogins } from '../../../tools/database-roles';
-import { useTestDatabase } from '../../helpers/db';
+import { settledRoles, useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow, pauseConsumer } from '../../helpers/factories';
 
 const db = await useTestDatabase();
@@ -309,10 +309,12 @@ describe('roles', () => {
     } finally {
       await admin.end();
     }
-    for (const role of kinds) {
-      const kind = db.client({ max: 1, role });
-      await expect(kind`select 1`, role).rejects.toMatchObject({ code: '28000' });
-    }
+    await settledRoles(async () => {
+      for (const role of kinds) {
+        const kind = db.client({ max: 1, role });
+        await expect(kind`select 1`, role).rejects.toMatchObject({ code: '28000' });
+      }
+    });
   });
 });
 
@@ -451,8 +453,10 @@ describe("the relay: each emitting consumer's relay role reaches its own consume
     } finally {
       await admin.end();
     }
-    const kind = db.client({ max: 1, role: DatabaseRoles.relay });
-    await expect(kind`select 1`).rejects.toMatchObject({ code: '28000' });
+    await settledRoles(async () => {
+      const kind = db.client({ max: 1, role: DatabaseRoles.relay });
+      await expect(kind`select 1`).rejects.toMatchObject({ code: '28000' });
+    });
   });
 
   it('a consumer no longer declared has its relay role retired: no login, no rows', async () => {

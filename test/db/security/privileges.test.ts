@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { DatabaseRole } from '../../../functions/lib/database-roles';
-import { useTestDatabase } from '../../helpers/db';
+import { settledRoles, useTestDatabase } from '../../helpers/db';
 import {
   effectiveGrant,
   FUNCTIONS,
@@ -166,24 +166,31 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
       where r.rolname = any(${ROLES as DatabaseRole[]}::text[])`;
     expect(owned).toEqual([]);
 
-    const roles = await db.sql`
-      select rolname, rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls,
-             has_database_privilege(rolname, current_database(), 'CREATE') as create_in_database,
-             array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
-                   where m.member = r.oid and g.rolname <> 'rds_iam' order by 1) as member_of
-      from pg_roles r where rolname = any(${ROLES as DatabaseRole[]}::text[]) order by rolname`;
-    const plain = {
-      rolsuper: false,
-      rolcreatedb: false,
-      rolcreaterole: false,
-      rolreplication: false,
-      rolbypassrls: false,
-      create_in_database: false,
-    };
-    expect(roles).toEqual(
-      [...ROLES]
-        .sort()
-        .map((rolname) => ({ rolname, rolcanlogin: LOGIN.includes(rolname), ...plain, member_of: [...(MEMBER_OF[rolname] ?? [])].sort() })),
-    );
+    await settledRoles(async () => {
+      const roles = await db.sql`
+        select rolname, rolcanlogin, rolsuper, rolcreatedb, rolcreaterole, rolreplication, rolbypassrls,
+               has_database_privilege(rolname, current_database(), 'CREATE') as create_in_database,
+               array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
+                     where m.member = r.oid and g.rolname <> 'rds_iam' order by 1) as member_of
+        from pg_roles r where rolname = any(${ROLES as DatabaseRole[]}::text[]) order by rolname`;
+      const plain = {
+        rolsuper: false,
+        rolcreatedb: false,
+        rolcreaterole: false,
+        rolreplication: false,
+        rolbypassrls: false,
+        create_in_database: false,
+      };
+      expect(roles).toEqual(
+        [...ROLES]
+          .sort()
+          .map((rolname) => ({
+            rolname,
+            rolcanlogin: LOGIN.includes(rolname),
+            ...plain,
+            member_of: [...(MEMBER_OF[rolname] ?? [])].sort(),
+          })),
+      );
+    });
   });
 });
