@@ -182,14 +182,12 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
         create_in_database: false,
       };
       expect(roles).toEqual(
-        [...ROLES]
-          .sort()
-          .map((rolname) => ({
-            rolname,
-            rolcanlogin: LOGIN.includes(rolname),
-            ...plain,
-            member_of: [...(MEMBER_OF[rolname] ?? [])].sort(),
-          })),
+        [...ROLES].sort().map((rolname) => ({
+          rolname,
+          rolcanlogin: LOGIN.includes(rolname),
+          ...plain,
+          member_of: [...(MEMBER_OF[rolname] ?? [])].sort(),
+        })),
       );
     });
   });
