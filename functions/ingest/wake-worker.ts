@@ -6,10 +6,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { reserveWakeUp } from '../inbox/wake-up-gate';
 import type { Sql } from '../lib/db';
-import { classifyError } from '../lib/errors';
-import { MetricNames } from '../lib/metric-names';
-import { count } from '../lib/observability';
-import { INVITATION_GRACE_SECONDS, sendWakeUp, type WorkerTarget } from '../lib/wake-up';
+import { INVITATION_GRACE_SECONDS, reportGateFailure, sendWakeUp, type WorkerTarget } from '../lib/wake-up';
 
 /** Sent a wake-up, found one awake or on its way (the gate was closed), found the consumer paused, or failed. */
 export type WakeUpResult = 'sent' | 'gate-closed' | 'paused' | 'failed';
@@ -33,15 +30,7 @@ export async function wakeWorker(deps: WakeWorkerDeps, target: WorkerTarget, req
   try {
     slot = await reserveWakeUp(sql, consumerName, invitation, INVITATION_GRACE_SECONDS);
   } catch (error) {
-    const c = classifyError(error);
-    count(metrics, MetricNames.WakeUpFailures, 1);
-    logger.warn('wake_up_failed', {
-      consumerName,
-      source: 'wake-up',
-      stage: 'gate',
-      errorCode: c.code,
-      sqlState: c.sqlState,
-    });
+    reportGateFailure({ logger, metrics }, consumerName, 'wake-up', error);
     return 'failed';
   }
   if (slot === 'closed') return 'gate-closed';

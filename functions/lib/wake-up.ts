@@ -13,6 +13,7 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
+import { classifyError } from './errors';
 import { MetricNames, type MetricName } from './metric-names';
 import { count } from './observability';
 
@@ -118,4 +119,19 @@ export async function sendWakeUp(
     });
     return false;
   }
+}
+
+/**
+ * A wake-up that failed at its gate (reserving the slot or invitations in the database):
+ * counted and logged like a failed Invoke, with the error's code and SQLSTATE only.
+ */
+export function reportGateFailure(
+  observability: { logger: Logger; metrics: Metrics },
+  consumerName: string,
+  source: WakeUpSource,
+  error: unknown,
+): void {
+  const c = classifyError(error);
+  count(observability.metrics, MetricNames.WakeUpFailures, 1);
+  observability.logger.warn('wake_up_failed', { consumerName, source, stage: 'gate', errorCode: c.code, sqlState: c.sqlState });
 }

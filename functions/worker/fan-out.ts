@@ -5,10 +5,7 @@
 import { performance } from 'node:perf_hooks';
 import { countDueLanes } from '../inbox/count-due-lanes';
 import { reserveInvitations } from '../inbox/worker-slot';
-import { classifyError } from '../lib/errors';
-import { MetricNames } from '../lib/metric-names';
-import { count } from '../lib/observability';
-import { INVITATION_GRACE_SECONDS, type WorkerTarget } from '../lib/wake-up';
+import { INVITATION_GRACE_SECONDS, reportGateFailure, type WorkerTarget } from '../lib/wake-up';
 import type { BatchStats } from './run-worker';
 import { wakeInvited, type SlotSession } from './slot-session';
 
@@ -62,14 +59,6 @@ export async function fanOut(session: SlotSession, policy: FanOutPolicy, state: 
     state.fannedOut += await wakeInvited(session.scope, self, invitations, 'fan-out');
     logger.info('worker_fanned_out', { consumerName, dueLanes: backlog, wanted, invited: invitations.length });
   } catch (error) {
-    const c = classifyError(error);
-    count(metrics, MetricNames.WakeUpFailures, 1);
-    logger.warn('wake_up_failed', {
-      consumerName,
-      source: 'fan-out',
-      stage: 'gate',
-      errorCode: c.code,
-      sqlState: c.sqlState,
-    });
+    reportGateFailure({ logger, metrics }, consumerName, 'fan-out', error);
   }
 }
