@@ -5,8 +5,8 @@
  * (1 KiB payload, case-projection's columns), and --keys kept dedupe keys
  * (integration.consumed_events), each table's heap, TOAST and every index divided by its
  * rows. Then the month at --rate events/s for one consumer with the default retention:
- * rows stay in the inbox for the payload retention (7 days), their keys for the rest of
- * the dedupe window (23 more days).
+ * rows stay in the inbox for the payload retention (2 days), their keys for the rest of
+ * the dedupe window (28 more days).
  *
  * The rows go in finished, in one statement, at the table's fillfactor, as a steady inbox
  * refills pages that vacuum has emptied; rows still queued or in flight are a backlog's

@@ -198,8 +198,16 @@ export function quarantinePolicyOf(consumer: Pick<ConsumerDeclaration, 'quaranti
   return consumer.quarantinePolicy ?? 'continue';
 }
 
+/**
+ * Retention when a declaration sets none. A finished row keeps its payload two days: enough
+ * for `ops event` to show the events of yesterday's incident whole, and one consumer at 100
+ * events/s keeps ~140 GB (docs/capacity.md, "Storage: the month against its log"); every
+ * further day costs ~24 GB at that rate. Quarantined rows never leave, and the dedupe
+ * key is kept for the whole window whatever the payload's retention. A consumer that needs
+ * finished payloads longer sets `payloadRetentionDays` in its declaration.
+ */
 export const DEFAULT_RETENTION: RetentionPolicy = {
-  payloadRetentionDays: 7,
+  payloadRetentionDays: 2,
   dedupeWindowDays: 30,
   poisonRetentionDays: 30,
   publishedOutboxDays: 7,

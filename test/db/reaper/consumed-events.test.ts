@@ -180,7 +180,7 @@ describe('moving a table that already holds rows', () => {
       update integration.consumer_inbox
       set processed_at = now() - interval '9 days', received_at = now() - interval '9 days 1 minute'
       where inbox_id = any(${unpurged.map((r) => r.inbox_id)}::uuid[])`;
-    await db.sql`update integration.consumer_inbox set processed_at = now() - interval '2 days' where inbox_id = ${recent[0]!.inbox_id}`;
+    await db.sql`update integration.consumer_inbox set processed_at = now() - interval '1 day' where inbox_id = ${recent[0]!.inbox_id}`;
 
     // Another session holds one legacy row (an operator's query, say): the run skips it, never waits.
     const holder = db.client({ max: 1 });

@@ -67,10 +67,11 @@ describe('reaper: retention', () => {
     const old = await insertInboxRow(db.sql, finished());
     const oldIgnored = await insertInboxRow(db.sql, finished({ status: 'IGNORED' }));
     const recent = await insertInboxRow(db.sql, finished());
-    await age(old.inbox_id, 8);
-    await age(oldIgnored.inbox_id, 8);
-    await age(recent.inbox_id, 6);
-    await db.sql`update integration.consumer_inbox set quarantined_at = now() - interval '9 days', error_code = 'OPERATOR_RESOLVED'
+    // The default payload retention is two days.
+    await age(old.inbox_id, 3);
+    await age(oldIgnored.inbox_id, 3);
+    await age(recent.inbox_id, 1);
+    await db.sql`update integration.consumer_inbox set quarantined_at = now() - interval '4 days', error_code = 'OPERATOR_RESOLVED'
                  where inbox_id = ${oldIgnored.inbox_id}`;
 
     const result = await reap(db.as(DatabaseRoles.reaper));
@@ -182,7 +183,9 @@ describe('reaper: retention', () => {
       db.sql,
       Array.from({ length: 3 }, () => finished()),
     );
-    for (const r of [...sla, ...projection]) await age(r.inbox_id, 2);
+    // case-sla's rows are past its one-day retention, case-projection's inside the default two days.
+    for (const r of sla) await age(r.inbox_id, 2);
+    for (const r of projection) await age(r.inbox_id, 1);
     await insertPoisonRow(db.sql, { consumerName: 'case-sla', createdSecondsAgo: 3 * DAY });
     await insertPoisonRow(db.sql, { consumerName: 'case-projection', createdSecondsAgo: 3 * DAY });
 
