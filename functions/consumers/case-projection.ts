@@ -4,7 +4,6 @@ import {
   AggregateVersionGapError,
   NonRetryableError,
   defineBatchHandler,
-  defineHandler,
   DEFAULT_RETENTION,
   DEFAULT_RETRY,
   type ConsumerDeclaration,
@@ -88,54 +87,90 @@ const accepted = defineBatchHandler({
   },
 });
 
+interface StatusChangeResult {
+  event_id: string;
+  before_status: string | null;
+  current_version: number | null;
+  applied: boolean;
+}
+
 /**
  * The case inbox design's versioned update: applies only on top of the version before it. A version
  * at or below the last applied is a stale duplicate (no effect, no audit); a version
  * further ahead is a gap, held by the worker until its predecessor arrives or the wait
- * runs out.
+ * runs out. A case's first version creates its summary when there is none.
+ *
+ * Set-based, as `accepted`: one statement applies every event of a batch (at most one per
+ * aggregate) and returns, per event, whether it applied and the case's state before it, read in
+ * the statement's snapshot, keyed by event (two aggregates' events may name one case). An
+ * event that neither applied nor is a stale duplicate by that snapshot is a gap — or the
+ * second of two events for one case — and the batch throws: the worker then runs each event
+ * on its own (handle() is this with one event), in order, so only a real gap is held.
  */
-const statusChanged = defineHandler({
+const statusChanged = defineBatchHandler({
   payload: caseStatusChangedPayload,
-  async handle(tx, event, context) {
-    const version = event.aggregateVersion;
-    if (version === null) {
-      throw new NonRetryableError('AGGREGATE_VERSION_MISSING', `${CASE_STATUS_CHANGED} needs aggregateVersion in its envelope`);
-    }
-    const { caseId, newStatus } = event.payload;
-    const audit = (before: string | null) =>
-      context.audit([
-        {
-          source: event,
-          subjectId: caseId,
-          change: CaseProjectionChanges.CASE_STATUS_CHANGED,
-          before: before === null ? null : { status: before },
-          after: { status: newStatus, aggregateVersion: version },
-        },
-      ]);
-    // prior is read in the statement's snapshot: the status this update replaces.
-    const [updated] = await tx<{ before_status: string }[]>`
-      with prior as (select case_id, case_status from read_model.case_summary where case_id = ${caseId})
-      update read_model.case_summary s
-      set case_status = ${newStatus},
-          last_aggregate_version = ${version},
-          last_event_id = ${event.eventId},
-          updated_at = now()
-      from prior p
-      where s.case_id = p.case_id
-        and s.last_aggregate_version = ${version - 1}
-      returning p.case_status as before_status`;
-    if (updated !== undefined) return audit(updated.before_status);
-
-    const [current] = await tx<{ last_aggregate_version: number }[]>`
-      select last_aggregate_version from read_model.case_summary where case_id = ${caseId}`;
-    if (current === undefined && version === 1) {
-      await tx`
+  async handleBatch(tx, events, context) {
+    const rows = events.map((e) => {
+      if (e.aggregateVersion === null) {
+        throw new NonRetryableError('AGGREGATE_VERSION_MISSING', `${CASE_STATUS_CHANGED} needs aggregateVersion in its envelope`);
+      }
+      return { case_id: e.payload.caseId, new_status: e.payload.newStatus, event_id: e.eventId, version: e.aggregateVersion };
+    });
+    const results = await tx<StatusChangeResult[]>`
+      with input as materialized (
+        select e.case_id, e.new_status, e.event_id, e.version
+        from json_to_recordset(${JSON.stringify(rows)}::text::json)
+             as e(case_id text, new_status text, event_id text, version bigint)
+      ),
+      prior as (
+        select s.case_id, s.case_status, s.last_aggregate_version from read_model.case_summary s
+        where s.case_id in (select i.case_id from input i)
+      ),
+      updated as (
+        update read_model.case_summary s
+        set case_status = i.new_status,
+            last_aggregate_version = i.version,
+            last_event_id = i.event_id,
+            updated_at = now()
+        from input i
+        where s.case_id = i.case_id
+          and s.last_aggregate_version = i.version - 1
+        returning i.event_id
+      ),
+      created as (
         insert into read_model.case_summary (case_id, case_status, last_event_id, last_aggregate_version, updated_at)
-        values (${caseId}, ${newStatus}, ${event.eventId}, 1, now())`;
-      return audit(null);
+        select i.case_id, i.new_status, i.event_id, 1, now()
+        from input i
+        where i.version = 1 and not exists (select from prior p where p.case_id = i.case_id)
+        returning last_event_id as event_id
+      )
+      select i.event_id, p.case_status as before_status, p.last_aggregate_version as current_version,
+             (u.event_id is not null or c.event_id is not null) as applied
+      from input i
+      left join prior p on p.case_id = i.case_id
+      left join updated u on u.event_id = i.event_id
+      left join created c on c.event_id = i.event_id`;
+    const byId = new Map(events.map((e) => [e.eventId, e]));
+    for (const r of results) {
+      const version = byId.get(r.event_id)!.aggregateVersion!;
+      if (!r.applied && (r.current_version === null || r.current_version < version)) {
+        throw new AggregateVersionGapError(version - 1, r.current_version);
+      }
     }
-    if (current !== undefined && current.last_aggregate_version >= version) return; // stale duplicate
-    throw new AggregateVersionGapError(version - 1, current?.last_aggregate_version ?? null);
+    await context.audit(
+      results
+        .filter((r) => r.applied)
+        .map((r) => {
+          const event = byId.get(r.event_id)!;
+          return {
+            source: event,
+            subjectId: event.payload.caseId,
+            change: CaseProjectionChanges.CASE_STATUS_CHANGED,
+            before: r.before_status === null ? null : { status: r.before_status },
+            after: { status: event.payload.newStatus, aggregateVersion: event.aggregateVersion! },
+          };
+        }),
+    );
   },
 });
 

@@ -169,8 +169,9 @@ describe('a pause that lands while a worker drains', () => {
     const pausing = variant(base, {
       handlers: {
         'regulatory.case.status-changed.v1': {
+          // One event at a time (no handleBatch), so the pause lands inside the batch.
           1: {
-            ...base.handlers['regulatory.case.status-changed.v1']![1]!,
+            payload: base.handlers['regulatory.case.status-changed.v1']![1]!.payload,
             async handle(tx, event, handlerContext) {
               if (!paused) {
                 paused = true;

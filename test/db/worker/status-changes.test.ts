@@ -1,0 +1,139 @@
+/**
+ * case-projection's status changes, set-based: one statement for a claimed batch, with
+ * exactly the effect of one event at a time — applied, stale duplicate, first version,
+ * gap — and a fall-back to one event at a time whenever the batch's snapshot cannot tell.
+ */
+import { beforeEach, describe, expect, it } from 'vitest';
+import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
+import { ErrorCodes } from '../../../functions/lib/errors';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
+import { useTestDatabase } from '../../helpers/db';
+import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
+import { work } from './support';
+
+const db = await useTestDatabase();
+const sql = db.sql;
+const asWorker = db.as(workerRoleOf(caseProjection));
+
+beforeEach(async () => {
+  await sql`truncate integration.consumer_inbox, read_model.case_summary, case_core.case_audit`;
+});
+
+function statusChanged(aggregateId: string, version: number, caseId = aggregateId): InboxRowSpec {
+  return {
+    aggregateId,
+    aggregateVersion: version,
+    eventType: CASE_STATUS_CHANGED,
+    payload: { caseId, newStatus: `S${version}` },
+  };
+}
+
+async function summaries() {
+  return sql<{ case_id: string; case_status: string; last_aggregate_version: number }[]>`
+    select case_id, case_status, last_aggregate_version from read_model.case_summary order by case_id`;
+}
+
+async function audits() {
+  return sql<{ case_id: string; before: string | null; after: string }[]>`
+    select case_id, before_value ->> 'status' as before, after_value ->> 'status' as after
+    from case_core.case_audit order by case_id, audit_id`;
+}
+
+async function states() {
+  return sql<{ aggregate_id: string; status: string; error_code: string | null }[]>`
+    select aggregate_id, status, error_code from integration.consumer_inbox order by aggregate_id, aggregate_version`;
+}
+
+/**
+ * Counts the UPDATE statements on case_summary (a statement trigger fires once per
+ * statement, whatever it changed) while `fn` runs.
+ */
+async function countingUpdates(fn: () => Promise<unknown>): Promise<number> {
+  await sql.unsafe(`
+    create sequence public.summary_updates;
+    create function public.count_summary_update() returns trigger language plpgsql security definer as $$
+      begin perform nextval('public.summary_updates'); return null; end $$;
+    create trigger count_summary_update after update on read_model.case_summary
+      for each statement execute function public.count_summary_update();`);
+  try {
+    await fn();
+    const [{ n }] = await sql<
+      { n: number }[]
+    >`select last_value::int - case when is_called then 0 else 1 end as n from public.summary_updates`;
+    return n;
+  } finally {
+    await sql.unsafe(`
+      drop trigger count_summary_update on read_model.case_summary;
+      drop function public.count_summary_update();
+      drop sequence public.summary_updates;`);
+  }
+}
+
+describe('case-projection status changes, set-based', () => {
+  it('applies a batch of cases in one statement, each on top of its previous version', async () => {
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+      select 'case_' || n, 'S1', 1 from generate_series(1, 20) n`;
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 20 }, (_, n) => statusChanged(`case_${n + 1}`, 2)),
+    );
+
+    const updates = await countingUpdates(() => work(asWorker, caseProjection));
+
+    expect(updates).toBe(1);
+    expect((await summaries()).every((s) => s.case_status === 'S2' && s.last_aggregate_version === 2)).toBe(true);
+    expect(await audits()).toHaveLength(20);
+    expect((await states()).every((s) => s.status === 'PROCESSED')).toBe(true);
+  });
+
+  it('each outcome as one event at a time: applied, stale duplicate, first version; a gap holds only its own event', async () => {
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values
+        ('case_next', 'S1', 1), ('case_stale', 'S3', 3), ('case_gap', 'S1', 1)`;
+    await insertInboxRows(sql, [
+      statusChanged('case_next', 2),
+      statusChanged('case_stale', 3),
+      statusChanged('case_first', 1),
+      statusChanged('case_gap', 3),
+    ]);
+
+    await work(asWorker, caseProjection);
+
+    expect(await summaries()).toEqual([
+      { case_id: 'case_first', case_status: 'S1', last_aggregate_version: 1 },
+      { case_id: 'case_gap', case_status: 'S1', last_aggregate_version: 1 },
+      { case_id: 'case_next', case_status: 'S2', last_aggregate_version: 2 },
+      { case_id: 'case_stale', case_status: 'S3', last_aggregate_version: 3 },
+    ]);
+    expect(await audits()).toEqual([
+      { case_id: 'case_first', before: null, after: 'S1' },
+      { case_id: 'case_next', before: 'S1', after: 'S2' },
+    ]);
+    expect(await states()).toEqual([
+      { aggregate_id: 'case_first', status: 'PROCESSED', error_code: null },
+      { aggregate_id: 'case_gap', status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP },
+      { aggregate_id: 'case_next', status: 'PROCESSED', error_code: null },
+      { aggregate_id: 'case_stale', status: 'PROCESSED', error_code: null },
+    ]);
+  });
+
+  it('two aggregates naming one case in one batch apply in claim order, as one event at a time would', async () => {
+    await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_shared', 'S1', 1)`;
+    // Different aggregates, the same case: versions 2 and 3, and a repeated 2.
+    await insertInboxRows(sql, [
+      { ...statusChanged('agg_a', 2, 'case_shared'), receivedSecondsAgo: 3 },
+      { ...statusChanged('agg_b', 3, 'case_shared'), receivedSecondsAgo: 2 },
+      { ...statusChanged('agg_c', 2, 'case_shared'), receivedSecondsAgo: 1 },
+    ]);
+
+    await work(asWorker, caseProjection);
+
+    expect(await summaries()).toEqual([{ case_id: 'case_shared', case_status: 'S3', last_aggregate_version: 3 }]);
+    expect(await audits()).toEqual([
+      { case_id: 'case_shared', before: 'S1', after: 'S2' },
+      { case_id: 'case_shared', before: 'S2', after: 'S3' },
+    ]);
+    expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
+  });
+});
