@@ -53,7 +53,7 @@ const accepted = defineBatchHandler({
       ),
       prior as (
         select s.case_id, s.case_status from read_model.case_summary s
-        where s.case_id in (select i.case_id from input i)
+        where s.case_id = any(${rows.map((r) => r.case_id)}::text[])
       ),
       upserted as (
         insert into read_model.case_summary (case_id, case_status, accepted_at, last_event_id, last_aggregate_version, updated_at)
@@ -116,6 +116,9 @@ const statusChanged = defineBatchHandler({
       }
       return { case_id: e.payload.caseId, new_status: e.payload.newStatus, event_id: e.eventId, version: e.aggregateVersion };
     });
+    // The cases as an array too: `= any(array)` finds them through the primary key whatever
+    // the table's statistics say (a join with the JSON input may be planned as a scan).
+    const caseIds = rows.map((r) => r.case_id);
     const results = await tx<StatusChangeResult[]>`
       with input as materialized (
         select e.case_id, e.new_status, e.event_id, e.version
@@ -124,7 +127,7 @@ const statusChanged = defineBatchHandler({
       ),
       prior as (
         select s.case_id, s.case_status, s.last_aggregate_version from read_model.case_summary s
-        where s.case_id in (select i.case_id from input i)
+        where s.case_id = any(${caseIds}::text[])
       ),
       updated as (
         update read_model.case_summary s
@@ -133,7 +136,8 @@ const statusChanged = defineBatchHandler({
             last_event_id = i.event_id,
             updated_at = now()
         from input i
-        where s.case_id = i.case_id
+        where s.case_id = any(${caseIds}::text[])
+          and s.case_id = i.case_id
           and s.last_aggregate_version = i.version - 1
         returning i.event_id
       ),

@@ -4,7 +4,7 @@
  * gap — and a fall-back to one event at a time whenever the batch's snapshot cannot tell.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
-import { CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
+import { CASE_ACCEPTED, CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
 import { ErrorCodes } from '../../../functions/lib/errors';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
@@ -57,10 +57,9 @@ async function countingUpdates(fn: () => Promise<unknown>): Promise<number> {
       for each statement execute function public.count_summary_update();`);
   try {
     await fn();
-    const [{ n }] = await sql<
-      { n: number }[]
-    >`select last_value::int - case when is_called then 0 else 1 end as n from public.summary_updates`;
-    return n;
+    const [row] = await sql<{ n: number }[]>`
+      select last_value::int - case when is_called then 0 else 1 end as n from public.summary_updates`;
+    return row!.n;
   } finally {
     await sql.unsafe(`
       drop trigger count_summary_update on read_model.case_summary;
@@ -134,6 +133,40 @@ describe('case-projection status changes, set-based', () => {
       { case_id: 'case_shared', before: 'S1', after: 'S2' },
       { case_id: 'case_shared', before: 'S2', after: 'S3' },
     ]);
+    expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
+  });
+
+  it('finds its cases through the primary key, never by reading the summary table, whatever its statistics', async () => {
+    // 20,000 cases inserted since the last ANALYZE: a join with the batch's input could be
+    // planned as a scan of them all, once per statement.
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+      select 'case_' || n, 'S1', 1 from generate_series(1, 20000) n`;
+    await insertInboxRows(sql, [
+      statusChanged('case_1', 2),
+      statusChanged('case_2', 2),
+      { aggregateId: 'case_new', eventType: CASE_ACCEPTED, payload: { caseId: 'case_new', acceptedAt: '2026-07-03T09:15:30Z' } },
+    ]);
+    // The handlers' statements as the worker sends them, then their plans (each statement is
+    // planned for its values: the roles plan every execution afresh).
+    const sent: { query: string; parameters: unknown[] }[] = [];
+    const worker = db.client({
+      role: workerRoleOf(caseProjection),
+      debug: (_connection, query, parameters) => {
+        if (query.includes('from read_model.case_summary s')) sent.push({ query, parameters });
+      },
+    });
+    try {
+      await work(worker, caseProjection);
+      expect(sent).toHaveLength(2); // one per handler: accepted's upsert, the status changes
+      for (const { query, parameters } of sent.splice(0)) {
+        const plan = (await worker.unsafe(`explain ${query}`, parameters as never[])).map((r) => r['QUERY PLAN'] as string).join('\n');
+        expect(plan).toContain('case_summary_pkey');
+        expect(plan).not.toMatch(/Seq Scan on case_summary/);
+      }
+    } finally {
+      await worker.end({ timeout: 5 });
+    }
     expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
   });
 });
