@@ -1,7 +1,8 @@
 /**
  * case-projection's status changes, set-based: one statement for a claimed batch, with
- * exactly the effect of one event at a time — applied, stale duplicate, first version,
- * gap — and a fall-back to one event at a time whenever the batch's snapshot cannot tell.
+ * exactly the effect of one event at a time (the statements the worker's fallback runs) —
+ * applied, stale duplicate, first version, gap — and that fallback whenever the batch's
+ * snapshot cannot tell.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { CASE_ACCEPTED, CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
@@ -86,7 +87,28 @@ describe('case-projection status changes, set-based', () => {
     expect((await states()).every((s) => s.status === 'PROCESSED')).toBe(true);
   });
 
-  it('each outcome as one event at a time: applied, stale duplicate, first version; a gap holds only its own event', async () => {
+  it('applied, stale duplicate and first version in one statement, with the effects of one event at a time', async () => {
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values
+        ('case_next', 'S1', 1), ('case_stale', 'S3', 3)`;
+    await insertInboxRows(sql, [statusChanged('case_next', 2), statusChanged('case_stale', 3), statusChanged('case_first', 1)]);
+
+    const updates = await countingUpdates(() => work(asWorker, caseProjection));
+
+    expect(updates).toBe(1);
+    expect(await summaries()).toEqual([
+      { case_id: 'case_first', case_status: 'S1', last_aggregate_version: 1 },
+      { case_id: 'case_next', case_status: 'S2', last_aggregate_version: 2 },
+      { case_id: 'case_stale', case_status: 'S3', last_aggregate_version: 3 },
+    ]);
+    expect(await audits()).toEqual([
+      { case_id: 'case_first', before: null, after: 'S1' },
+      { case_id: 'case_next', before: 'S1', after: 'S2' },
+    ]);
+    expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
+  });
+
+  it('a gap in the batch: one event at a time, so the gap holds only its own event', async () => {
     await sql`
       insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values
         ('case_next', 'S1', 1), ('case_stale', 'S3', 3), ('case_gap', 'S1', 1)`;
