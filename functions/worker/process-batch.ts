@@ -36,6 +36,7 @@ import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
 import { releaseClaimed } from '../inbox/release-claimed';
+import { releaseSuccessors, type ProcessedVersion } from '../inbox/release-successors';
 import { holdLanes, wakeLanes, type LaneHold, type LaneKey } from '../inbox/lanes';
 import type { Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
@@ -138,13 +139,15 @@ async function fenceBatch(ctx: BatchContext, tx: TransactionSql, lanes: readonly
 /** What the batch writes when its rows have run: their outcomes, the rows handed back, the lanes woken or held. */
 interface Settlement {
   outcomes: Outcome[];
+  /** Versions processed: a successor held for their gap is due now. */
+  processed: ProcessedVersion[];
   handBack: string[];
   holds: LaneHold[];
   wakes: LaneKey[];
 }
 
 function settlementOf(ctx: BatchContext, lanes: readonly BatchLane[], fence: Fence, laneResults: readonly LaneResult[]): Settlement {
-  const out: Settlement = { outcomes: [], handBack: [], holds: [], wakes: [] };
+  const out: Settlement = { outcomes: [], processed: [], handBack: [], holds: [], wakes: [] };
   lanes.forEach((l, i) => {
     if (!fence.ours[i]) {
       // Partly taken over (cannot happen with one lease per claim): give back what is still ours.
@@ -153,6 +156,11 @@ function settlementOf(ctx: BatchContext, lanes: readonly BatchLane[], fence: Fen
     }
     const r = laneResults[i]!;
     out.outcomes.push(...r.results.map((x) => x.outcome));
+    for (const { row, outcome } of r.results) {
+      if (outcome.status === 'PROCESSED' && row.aggregate_version !== null) {
+        out.processed.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, version: row.aggregate_version });
+      }
+    }
     const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
     out.handBack.push(...behind.map((row) => row.inbox_id));
     const hold = holdOf(ctx, l, r.stoppedBy);
@@ -166,10 +174,12 @@ function settlementOf(ctx: BatchContext, lanes: readonly BatchLane[], fence: Fen
 /** The settlement written; resolves to the rows whose outcome applied and those handed back. */
 async function settle(ctx: BatchContext, tx: TransactionSql, s: Settlement): Promise<{ applied: Set<string>; released: Set<string> }> {
   // Issued together, run in order: the lanes after the rows (the trigger marks the lanes
-  // of rows queued again; this wakes the lanes whose rows waited behind the batch's).
+  // of rows queued again, and of successors made due; this wakes the lanes whose rows
+  // waited behind the batch's).
   const [changed, released] = await Promise.all([
     completeRows(tx, ctx.owner, s.outcomes),
     releaseClaimed(tx, ctx.owner, s.handBack),
+    releaseSuccessors(tx, ctx.consumer.name, s.processed),
     wakeLanes(tx, ctx.consumer.name, s.wakes),
     holdLanes(tx, ctx.consumer.name, s.holds),
   ]);

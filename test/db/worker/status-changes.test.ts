@@ -139,6 +139,76 @@ describe('case-projection status changes, set-based', () => {
     ]);
   });
 
+  it('a version held for its gap is due as soon as its predecessor is processed, not after the gap retry', async () => {
+    expect(caseProjection.retry.versionGapRetrySeconds).toBeGreaterThanOrEqual(1);
+    await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_late', 'S1', 1)`;
+    await insertInboxRows(sql, [statusChanged('case_late', 3)]);
+    await work(asWorker, caseProjection);
+    const [held] = await sql<{ status: string; error_code: string; due_in: number }[]>`
+      select status, error_code, extract(epoch from next_attempt_at - now())::float8 as due_in
+      from integration.consumer_inbox where aggregate_id = 'case_late'`;
+    expect(held).toMatchObject({ status: 'RETRY_PENDING', error_code: ErrorCodes.AGGREGATE_VERSION_GAP });
+    expect(held!.due_in).toBeGreaterThan(0.5);
+
+    // Its predecessor arrives: the same drain processes both, in version order, without
+    // waiting for the held row's retry time.
+    await insertInboxRows(sql, [statusChanged('case_late', 2)]);
+    const result = await work(asWorker, caseProjection);
+
+    expect(result).toMatchObject({ processed: 2 });
+    expect(await summaries()).toEqual([{ case_id: 'case_late', case_status: 'S3', last_aggregate_version: 3 }]);
+    expect(await audits()).toEqual([
+      { case_id: 'case_late', before: 'S1', after: 'S2' },
+      { case_id: 'case_late', before: 'S2', after: 'S3' },
+    ]);
+  });
+
+  it('finds the held successors through the open rows of their lanes, whatever the statistics', async () => {
+    // 5,000 finished rows since the last ANALYZE, each of its own aggregate.
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 5000 }, (_, n) => ({ ...statusChanged(`case_old_${n}`, 2), status: 'PROCESSED' as const })),
+    );
+    await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_plan', 'S1', 1)`;
+    await insertInboxRows(sql, [statusChanged('case_plan', 2)]);
+    const sent: { query: string; parameters: unknown[] }[] = [];
+    const worker = db.client({
+      role: workerRoleOf(caseProjection),
+      debug: (_connection, query, parameters) => {
+        if (query.includes('update integration.consumer_inbox h')) sent.push({ query, parameters });
+      },
+    });
+    try {
+      await work(worker, caseProjection);
+      expect(sent).toHaveLength(1);
+      const { query, parameters } = sent.splice(0)[0]!;
+      const plan = (await worker.unsafe(`explain ${query}`, parameters as never[])).map((r) => r['QUERY PLAN'] as string).join('\n');
+      expect(plan).toContain('consumer_inbox_open_lane_idx');
+      expect(plan).not.toMatch(/Seq Scan on consumer_inbox/);
+    } finally {
+      await worker.end({ timeout: 5 });
+    }
+  });
+
+  it('a held version whose predecessor is still missing keeps its retry time', async () => {
+    await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_far', 'S1', 1)`;
+    await insertInboxRows(sql, [statusChanged('case_far', 4)]);
+    await work(asWorker, caseProjection);
+    const dueAt = async () => {
+      const [r] = await sql<{ next_attempt_at: Date }[]>`
+        select next_attempt_at from integration.consumer_inbox where aggregate_id = 'case_far' and aggregate_version = 4`;
+      return r!.next_attempt_at.getTime();
+    };
+    const before = await dueAt();
+
+    // Version 2 is processed; 4 still waits for 3.
+    await insertInboxRows(sql, [statusChanged('case_far', 2)]);
+    const result = await work(asWorker, caseProjection);
+
+    expect(result).toMatchObject({ processed: 1 });
+    expect(await dueAt()).toBe(before);
+  });
+
   it('two aggregates naming one case in one batch apply in claim order, as one event at a time would', async () => {
     await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_shared', 'S1', 1)`;
     // Different aggregates, the same case: versions 2 and 3, and a repeated 2.
