@@ -139,7 +139,7 @@ async function fenceBatch(ctx: BatchContext, tx: TransactionSql, lanes: readonly
 /** What the batch writes when its rows have run: their outcomes, the rows handed back, the lanes woken or held. */
 interface Settlement {
   outcomes: Outcome[];
-  /** Versions processed: a successor held for their gap is due now. */
+  /** Per lane, the last version processed: a successor held for its gap is due now. */
   processed: ProcessedVersion[];
   handBack: string[];
   holds: LaneHold[];
@@ -156,10 +156,14 @@ function settlementOf(ctx: BatchContext, lanes: readonly BatchLane[], fence: Fen
     }
     const r = laneResults[i]!;
     out.outcomes.push(...r.results.map((x) => x.outcome));
-    for (const { row, outcome } of r.results) {
-      if (outcome.status === 'PROCESSED' && row.aggregate_version !== null) {
-        out.processed.push({ aggregateType: row.aggregate_type, aggregateId: row.aggregate_id, version: row.aggregate_version });
-      }
+    // The lane's last version processed: a row after an earlier one ran in this batch.
+    const last = r.results.filter((x) => x.outcome.status === 'PROCESSED' && x.row.aggregate_version !== null).at(-1);
+    if (last !== undefined) {
+      out.processed.push({
+        aggregateType: last.row.aggregate_type,
+        aggregateId: last.row.aggregate_id,
+        version: last.row.aggregate_version!,
+      });
     }
     const behind = r.stoppedBy !== undefined || r.outOfTime ? [...r.handedBack, ...l.rest] : r.handedBack;
     out.handBack.push(...behind.map((row) => row.inbox_id));

@@ -183,8 +183,10 @@ describe('case-projection status changes, set-based', () => {
       expect(sent).toHaveLength(1);
       const { query, parameters } = sent.splice(0)[0]!;
       const plan = (await worker.unsafe(`explain ${query}`, parameters as never[])).map((r) => r['QUERY PLAN'] as string).join('\n');
-      expect(plan).toContain('consumer_inbox_open_lane_idx');
-      expect(plan).not.toMatch(/Seq Scan on consumer_inbox/);
+      // One probe per processed row at its lane and next version: never a scan of the
+      // consumer's open rows, of the retry index, or of the table.
+      expect(plan).toMatch(/Index Scan using consumer_inbox_open_lane_idx[^\n]*\n\s*Index Cond: [^\n]*aggregate_version = /);
+      expect(plan).not.toMatch(/Bitmap|Seq Scan on consumer_inbox|consumer_inbox_retry_idx/);
     } finally {
       await worker.end({ timeout: 5 });
     }
