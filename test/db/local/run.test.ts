@@ -262,9 +262,12 @@ describe('npm start as a child process', () => {
         '--report',
         join(outDir, 'child.html'),
       ];
+      // A run that exits non-zero fails with what it printed: the checks say what went wrong.
       const { stdout } = await run(tsx, [script, ...args], {
         env: { ...process.env, DATABASE_URL: db.url },
         timeout: 55_000,
+      }).catch((error: { code?: number; stdout?: string }) => {
+        throw new Error(`npm start exited ${error.code}:\n${error.stdout ?? ''}`);
       });
       expect(stdout).toMatch(/case-projection\s+\d+/);
       expect(stdout).toContain('All 15 checks passed');

@@ -69,6 +69,32 @@ async function countingUpdates(fn: () => Promise<unknown>): Promise<number> {
   }
 }
 
+/**
+ * A drain by the worker's own role, and the plans of the statements it sent whose text holds
+ * `marker` (each planned for the values it was sent with: the roles plan every execution
+ * afresh).
+ */
+async function plansOfDrain(marker: string): Promise<string[]> {
+  const sent: { query: string; parameters: unknown[] }[] = [];
+  const worker = db.client({
+    role: workerRoleOf(caseProjection),
+    debug: (_connection, query, parameters) => {
+      if (query.includes(marker)) sent.push({ query, parameters });
+    },
+  });
+  try {
+    await work(worker, caseProjection);
+    const plans: string[] = [];
+    for (const { query, parameters } of sent.splice(0)) {
+      const rows = await worker.unsafe(`explain ${query}`, parameters as never[]);
+      plans.push(rows.map((r) => r['QUERY PLAN'] as string).join('\n'));
+    }
+    return plans;
+  } finally {
+    await worker.end({ timeout: 5 });
+  }
+}
+
 describe('case-projection status changes, set-based', () => {
   it('applies a batch of cases in one statement, each on top of its previous version', async () => {
     await sql`
@@ -171,25 +197,13 @@ describe('case-projection status changes, set-based', () => {
     );
     await sql`insert into read_model.case_summary (case_id, case_status, last_aggregate_version) values ('case_plan', 'S1', 1)`;
     await insertInboxRows(sql, [statusChanged('case_plan', 2)]);
-    const sent: { query: string; parameters: unknown[] }[] = [];
-    const worker = db.client({
-      role: workerRoleOf(caseProjection),
-      debug: (_connection, query, parameters) => {
-        if (query.includes('update integration.consumer_inbox h')) sent.push({ query, parameters });
-      },
-    });
-    try {
-      await work(worker, caseProjection);
-      expect(sent).toHaveLength(1);
-      const { query, parameters } = sent.splice(0)[0]!;
-      const plan = (await worker.unsafe(`explain ${query}`, parameters as never[])).map((r) => r['QUERY PLAN'] as string).join('\n');
-      // One probe per processed row at its lane and next version: never a scan of the
-      // consumer's open rows, of the retry index, or of the table.
-      expect(plan).toMatch(/Index Scan using consumer_inbox_open_lane_idx[^\n]*\n\s*Index Cond: [^\n]*aggregate_version = /);
-      expect(plan).not.toMatch(/Bitmap|Seq Scan on consumer_inbox|consumer_inbox_retry_idx/);
-    } finally {
-      await worker.end({ timeout: 5 });
-    }
+    const plans = await plansOfDrain('update integration.consumer_inbox h');
+
+    expect(plans).toHaveLength(1);
+    // One probe per processed row at its lane and next version: never a scan of the
+    // consumer's open rows, of the retry index, or of the table.
+    expect(plans[0]).toMatch(/Index Scan using consumer_inbox_open_lane_idx[^\n]*\n\s*Index Cond: [^\n]*aggregate_version = /);
+    expect(plans[0]).not.toMatch(/Bitmap|Seq Scan on consumer_inbox|consumer_inbox_retry_idx/);
   });
 
   it('a held version whose predecessor is still missing keeps its retry time', async () => {
@@ -241,25 +255,12 @@ describe('case-projection status changes, set-based', () => {
       statusChanged('case_2', 2),
       { aggregateId: 'case_new', eventType: CASE_ACCEPTED, payload: { caseId: 'case_new', acceptedAt: '2026-07-03T09:15:30Z' } },
     ]);
-    // The handlers' statements as the worker sends them, then their plans (each statement is
-    // planned for its values: the roles plan every execution afresh).
-    const sent: { query: string; parameters: unknown[] }[] = [];
-    const worker = db.client({
-      role: workerRoleOf(caseProjection),
-      debug: (_connection, query, parameters) => {
-        if (query.includes('from read_model.case_summary s')) sent.push({ query, parameters });
-      },
-    });
-    try {
-      await work(worker, caseProjection);
-      expect(sent).toHaveLength(2); // one per handler: accepted's upsert, the status changes
-      for (const { query, parameters } of sent.splice(0)) {
-        const plan = (await worker.unsafe(`explain ${query}`, parameters as never[])).map((r) => r['QUERY PLAN'] as string).join('\n');
-        expect(plan).toContain('case_summary_pkey');
-        expect(plan).not.toMatch(/Seq Scan on case_summary/);
-      }
-    } finally {
-      await worker.end({ timeout: 5 });
+    const plans = await plansOfDrain('from read_model.case_summary s');
+
+    expect(plans).toHaveLength(2); // one per handler: accepted's upsert, the status changes
+    for (const plan of plans) {
+      expect(plan).toContain('case_summary_pkey');
+      expect(plan).not.toMatch(/Seq Scan on case_summary/);
     }
     expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
   });
