@@ -147,7 +147,8 @@ async function applyOne(tx: TransactionSql, event: StatusChanged): Promise<Statu
  * it applied and its case's state before it, read in the statement's snapshot and keyed by
  * event (two aggregates' events may name one case). An event that neither applied nor is a
  * stale duplicate by that snapshot — a gap, or the second of two events for one case — throws,
- * and the worker runs the batch one event at a time, in order, so only a real gap is held.
+ * and the worker's slow path splits the batch until each part decides (a gap's own lane runs
+ * one event at a time), in claim order, so only a real gap is held.
  */
 async function applyMany(tx: TransactionSql, events: readonly StatusChanged[]): Promise<StatusChange[]> {
   const rows = events.map((e) => ({

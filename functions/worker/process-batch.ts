@@ -10,9 +10,10 @@
  *       run), each stage's handlers issued at once (postgres.js pipelines them on the
  *       transaction's connection; a set-based handler gets the stage's events in one
  *       call), the next stage after the last one finished; release
- *     slow path, only when something in the fast path failed: roll that savepoint back and
- *       run each row in its own savepoint, lane by lane in run order, so a failed row rolls
- *       back only its own effects
+ *     slow path, only when something in the fast path failed: roll that savepoint back,
+ *       run the lanes again by halves (each half a fast path in its own savepoint, a half
+ *       that fails split again), and a lane that fails on its own row by row, each row in
+ *       its own savepoint, so a failed row rolls back only its own effects
  *     one set-based completeRows() for every outcome; hand back what was not run; wake the
  *       batch's lanes, or hold those of runs that stopped at a quarantine (hold-aggregate)
  *   commit

@@ -192,6 +192,58 @@ function fastLaneResult(prefix: readonly Step[], rest: readonly Step[], duration
   return lane;
 }
 
+/** A lane none of whose rows was started: every row goes back as it was, attempt refunded. */
+function notStarted(laneSteps: readonly Step[]): LaneResult {
+  return { results: [], handedBack: laneSteps.map(rowOf), stoppedBy: undefined, outOfTime: laneSteps.length > 0 };
+}
+
+/** The lanes `lanes` (indexes) as one fast path; undefined if it failed and was rolled back. */
+async function tryFastPath(
+  ctx: BatchContext,
+  tx: TransactionSql,
+  lanes: readonly number[],
+  split: readonly { prefix: Step[]; rest: Step[] }[],
+  runs: readonly Runnable[][],
+): Promise<LaneResult[] | undefined> {
+  const own = lanes.map((i) => runs[i]!);
+  const durations = own.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(ctx, tx, own);
+  return durations && lanes.map((i) => fastLaneResult(split[i]!.prefix, split[i]!.rest, durations));
+}
+
+/**
+ * The slow path, after the batch's fast path failed: the lanes narrowed down by halves, each
+ * half a fast path of its own (its own savepoint), a half that fails split again, and a
+ * single lane that fails run row by row, each row in its own savepoint. One failing lane
+ * among L costs about 2·log2(L) set-based runs, not a savepoint per row of every lane. The
+ * lanes are different aggregates, so running them in halves, earlier lanes first, applies
+ * what one fast path would, in claim order.
+ */
+async function runSlowPath(
+  ctx: BatchContext,
+  tx: TransactionSql,
+  steps: readonly Step[][],
+  split: readonly { prefix: Step[]; rest: Step[] }[],
+  runs: readonly Runnable[][],
+): Promise<LaneResult[]> {
+  const laneResults: LaneResult[] = steps.map(notStarted);
+  const narrow = async (lanes: readonly number[]): Promise<void> => {
+    if (lanes.length === 1) {
+      laneResults[lanes[0]!] = await runLaneSlowly(ctx, tx, steps[lanes[0]!]!);
+      return;
+    }
+    const middle = Math.ceil(lanes.length / 2);
+    for (const half of [lanes.slice(0, middle), lanes.slice(middle)]) {
+      // Out of time: the half goes back unstarted, as a batch does (notStarted above).
+      if (ctx.remainingMs() < ctx.safetyMarginMs) continue;
+      const results = await tryFastPath(ctx, tx, half, split, runs);
+      if (results === undefined) await narrow(half);
+      else half.forEach((lane, k) => (laneResults[lane] = results[k]!));
+    }
+  };
+  await narrow(steps.map((_, i) => i));
+  return laneResults;
+}
+
 /**
  * Every lane's steps, run: none when the time is up before anything ran (every row goes
  * back as it was, attempt refunded), else the fast path, and the slow path when it failed.
@@ -201,22 +253,11 @@ export async function runLanes(
   tx: TransactionSql,
   steps: readonly Step[][],
 ): Promise<{ laneResults: LaneResult[]; slowPath: boolean }> {
-  if (ctx.remainingMs() < ctx.safetyMarginMs) {
-    const laneResults = steps.map((laneSteps) => ({
-      results: [],
-      handedBack: laneSteps.map(rowOf),
-      stoppedBy: undefined,
-      outOfTime: laneSteps.length > 0,
-    }));
-    return { laneResults, slowPath: false };
-  }
+  if (ctx.remainingMs() < ctx.safetyMarginMs) return { laneResults: steps.map(notStarted), slowPath: false };
   const split = steps.map(prefixOf);
   const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
-  const durations = runs.every((r) => r.length === 0) ? new Map<string, number>() : await runFastPath(ctx, tx, runs);
-  if (durations !== undefined) {
-    return { laneResults: split.map(({ prefix, rest }) => fastLaneResult(prefix, rest, durations)), slowPath: false };
-  }
-  const laneResults: LaneResult[] = [];
-  for (const laneSteps of steps) laneResults.push(await runLaneSlowly(ctx, tx, laneSteps));
-  return { laneResults, slowPath: true };
+  const lanes = steps.map((_, i) => i);
+  const fast = await tryFastPath(ctx, tx, lanes, split, runs);
+  if (fast !== undefined) return { laneResults: fast, slowPath: false };
+  return { laneResults: await runSlowPath(ctx, tx, steps, split, runs), slowPath: true };
 }

@@ -292,15 +292,17 @@ describe('rolled-back attempts take their audit and outbox rows with them', () =
 
     const report = await processBatch({ sql, consumer, owner, remainingMs: () => 60_000, safetyMarginMs: 1_000 }, lanesOf(claim));
 
-    // Call 1 was the fast path (all three in one call, rolled back); call 2 each row alone.
+    // Call 1 was the fast path (all three in one call, rolled back); then the slow path's
+    // halves: s1–s2 (rolled back), s1 alone (applied: its call 3), s2 alone (rolled back)
+    // and s2 row by row (quarantined: its call 4), s3 alone (applied: its call 2).
     expect(report.slowPath).toBe(true);
-    expect(Object.fromEntries(calls)).toEqual({ [ok1!.event_id]: 2, [bad!.event_id]: 2, [ok2!.event_id]: 2 });
+    expect(Object.fromEntries(calls)).toEqual({ [ok1!.event_id]: 3, [bad!.event_id]: 4, [ok2!.event_id]: 2 });
     expect((await outboxRows()).map((o) => ({ source: o.source_event_id, payload: o.payload }))).toEqual([
-      { source: ok1!.event_id, payload: { call: 2 } },
+      { source: ok1!.event_id, payload: { call: 3 } },
       { source: ok2!.event_id, payload: { call: 2 } },
     ]);
     expect((await auditRows()).map((a) => ({ source: a.source_event_id, after: a.after_value }))).toEqual([
-      { source: ok1!.event_id, after: { call: 2 } },
+      { source: ok1!.event_id, after: { call: 3 } },
       { source: ok2!.event_id, after: { call: 2 } },
     ]);
     expect(await sql`select event_id, status, error_code from integration.consumer_inbox order by event_id`).toEqual(

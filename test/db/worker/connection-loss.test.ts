@@ -152,13 +152,14 @@ describe('a database connection lost mid-batch', () => {
     for (const r of await rowsState()) expect(r).toMatchObject({ status: 'PROCESSED', attempt_count: 2, locked_by: null });
   });
 
-  it('per-row fallback: killed while the fallback runs, the same guarantees hold', async () => {
-    // evt_0 fails, so the fast path rolls back and each row runs in its own savepoint;
-    // evt_2 blocks on its second call, i.e. in the fallback, after evt_1 has been applied.
+  it('slow path: killed while it runs, the same guarantees hold', async () => {
+    // evt_0 fails, so the fast path rolls back and the slow path runs the lanes by halves:
+    // evt_0–evt_1 (rolled back), evt_0 alone (quarantined row by row), evt_1 alone (applied,
+    // its third call); evt_2 blocks on its second call, alone, after evt_1 was applied.
     await killMidBatch([FAIL, EFFECT, EFFECT], { index: 2, call: 2 });
     expect(calls).toEqual(
       new Map([
-        ['evt_1', 2],
+        ['evt_1', 3],
         ['evt_2', 2],
       ]),
     );

@@ -61,8 +61,9 @@ describe('worker time budget', () => {
       sql,
       accepted(9).map((spec, i) => ({ ...spec, receivedSecondsAgo: 100 - i })),
     );
-    // case_0 fails with a database error, so the batch's fast path fails and the per-row
-    // path runs; it reads the remaining time before each row.
+    // case_0 fails with a database error, so the batch's fast path fails and the slow path
+    // runs; it reads the remaining time before each half it tries and before each row of a
+    // lane it runs row by row.
     const failCase0 = {
       name: 'fail_case_0',
       on: 'read_model.case_summary',
@@ -70,8 +71,11 @@ describe('worker time budget', () => {
       body: `if new.case_id = 'case_0' then raise exception 'no' using errcode = '22023'; end if; return new;`,
     };
     await withTrigger(sql, failCase0, async () => {
-      // Readings: one per claim, one before the fast path, then one per row in the per-row path.
-      const result = await work(asWorker, caseProjection, { remainingMs: countdown(5), config: workerConfig({ batchSize: 10 }) });
+      // Readings: the claim, the fast path (all 9 lanes), then the slow path's halves: lanes
+      // 0–4 (fail), 0–2 (fail), 0–1 (fail), 0 (fails), lane 0's row (quarantined), lane 1
+      // and lane 2 (processed); the tenth, before lanes 3–4, finds the time spent, and
+      // lanes 3–8 go back unstarted.
+      const result = await work(asWorker, caseProjection, { remainingMs: countdown(9), config: workerConfig({ batchSize: 10 }) });
 
       expect(result).toMatchObject({ claimed: 9, quarantined: 1, processed: 2, released: 6 });
       expect(await statusCounts()).toEqual([
