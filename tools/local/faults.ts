@@ -12,6 +12,7 @@
  * a handler would throw; others are raised by PostgreSQL itself with a chosen SQLSTATE inside
  * the handler's transaction, so classification by SQLSTATE is exercised too.
  */
+import { isBatchHandler, type BatchEventHandler } from '../../functions/framework/define';
 import type { ConsumerDeclaration, EventHandler, HandlerTable, InboxEvent, RetryPolicy } from '../../functions/framework/types';
 import type { Queryable, TransactionSql } from '../../functions/lib/db';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
@@ -88,18 +89,48 @@ async function inject(tx: TransactionSql, fault: Fault, event: InboxEvent): Prom
   await tx`select local_run.fail('23514')`; // check_violation: an integrity violation, never retried
 }
 
+/** Record the applications in the run's ledger, one row per event. */
+async function recordApplied(tx: TransactionSql, consumerName: string, events: readonly InboxEvent[]): Promise<void> {
+  const rows = events.map((e) => ({
+    event_id: e.eventId,
+    aggregate_id: e.aggregateId,
+    aggregate_version: e.aggregateVersion,
+    attempt: e.attempt,
+  }));
+  await tx`
+    insert into local_run.applied_effect (consumer_name, event_id, aggregate_id, aggregate_version, attempt)
+    select ${consumerName}, r.event_id, r.aggregate_id, r.aggregate_version, r.attempt
+    from json_to_recordset(${JSON.stringify(rows)}::text::json)
+         as r(event_id text, aggregate_id text, aggregate_version bigint, attempt integer)`;
+}
+
+/**
+ * A set-based handler stays set-based, as the worker runs it in production: the batch, its
+ * ledger rows, then the first fault that fails on this attempt, which fails the batch; the
+ * worker then runs each event through the wrapped handle(), where each fault lands on its
+ * own event.
+ */
 function wrap(handler: EventHandler, consumerName: string, faults: ReadonlyMap<string, Fault>): EventHandler {
-  return {
+  const handle: EventHandler['handle'] = async (tx, event, context) => {
+    await handler.handle(tx, event, context);
+    await recordApplied(tx, consumerName, [event]);
+    const fault = faults.get(event.eventId);
+    if (fault !== undefined) await inject(tx, fault, event);
+  };
+  if (!isBatchHandler(handler)) return { payload: handler.payload, handle };
+  const batch: BatchEventHandler = {
     payload: handler.payload,
-    async handle(tx, event, context) {
-      await handler.handle(tx, event, context);
-      await tx`
-        insert into local_run.applied_effect (consumer_name, event_id, aggregate_id, aggregate_version, attempt)
-        values (${consumerName}, ${event.eventId}, ${event.aggregateId}, ${event.aggregateVersion}, ${event.attempt})`;
-      const fault = faults.get(event.eventId);
-      if (fault !== undefined) await inject(tx, fault, event);
+    handle,
+    async handleBatch(tx, events, context) {
+      await handler.handleBatch(tx, events, context);
+      await recordApplied(tx, consumerName, events);
+      for (const event of events) {
+        const fault = faults.get(event.eventId);
+        if (fault !== undefined) await inject(tx, fault, event);
+      }
     },
   };
+  return batch;
 }
 
 /** The declaration with every handler wrapped by the fault plan, and the accelerated retry policy. */

@@ -109,6 +109,7 @@ export class SimulatedMapping {
   private readonly inFlight = new Set<number>();
   private cursor = 0;
   private stopped = false;
+  private holding = false;
 
   constructor(private readonly options: MappingOptions) {
     this.committed = options.partitions.map(() => 0);
@@ -135,6 +136,18 @@ export class SimulatedMapping {
     this.stopped = true;
   }
 
+  /**
+   * Start no delivery until release() (the batches in flight finish): the records wait in
+   * the topic, as they would behind a consumer group that has not polled yet.
+   */
+  hold(): void {
+    this.holding = true;
+  }
+
+  release(): void {
+    this.holding = false;
+  }
+
   /** Deliver until every partition is committed to its end (or stop() is called). */
   async run(): Promise<void> {
     await Promise.all(Array.from({ length: this.options.pollers }, () => this.poll()));
@@ -142,7 +155,7 @@ export class SimulatedMapping {
 
   private async poll(): Promise<void> {
     while (!this.stopped && !this.done) {
-      const slices = this.nextBatch();
+      const slices = this.holding ? [] : this.nextBatch();
       if (slices.length === 0) {
         await sleep(2);
         continue;

@@ -5,12 +5,14 @@
  * was paused and that everything it held was processed after.
  *
  *   pause      `ops pause` (the database pause, the simulated schedule disabled), once a
- *              quarter of the consumer's records have been delivered
+ *              quarter of the consumer's records have been delivered; from then until the
+ *              settle the consumer's mappings start no delivery, so that records are left
+ *              to arrive while it is paused however fast the run has gone so far
  *   settle     the batches claimed before the pause finish: the drill waits until none of
  *              the consumer's rows has been PROCESSING (crashed workers' rows aside) for a
  *              second — a claim that had begun before the pause committed has landed by then
- *   hold       `pauseMs`; whatever runs meanwhile (ingest wake-ups, hand-overs, the
- *              reaper, a worker invoked late) must process nothing
+ *   hold       `pauseMs`, the deliveries going on; whatever runs meanwhile (ingest
+ *              wake-ups, hand-overs, the reaper, a worker invoked late) must process nothing
  *   resume     `ops resume` (the pause lifted, the schedule enabled, a worker woken)
  *
  * The check is read at the end of the run: rows processed between the settle and the
@@ -43,6 +45,9 @@ export interface PauseDrillOptions {
   admin: Sql;
   /** The share of the consumer's records delivered so far (0–1). */
   delivered: () => number;
+  /** Start no delivery of the consumer's records until releaseDeliveries(). */
+  holdDeliveries: () => void;
+  releaseDeliveries: () => void;
   /** False while the consumer's planned crash has not happened (it must find rows to abandon). */
   ready: () => boolean;
   isStopping: () => boolean;
@@ -77,9 +82,17 @@ export class PauseDrill {
       if (this.options.isStopping()) return;
       await sleep(POLL_MS);
     }
-    const paused = (await runCommand(ops, { command: 'pause', consumer, reason: 'local pause drill' }, operator)) as PauseResult;
-    const pausedAt = paused.paused?.find((p) => p.target === 'worker')?.since ?? (await this.now());
-    const settledAt = await this.settle();
+    this.options.holdDeliveries();
+    let paused: PauseResult;
+    let pausedAt: Date;
+    let settledAt: Date | null;
+    try {
+      paused = (await runCommand(ops, { command: 'pause', consumer, reason: 'local pause drill' }, operator)) as PauseResult;
+      pausedAt = paused.paused?.find((p) => p.target === 'worker')?.since ?? (await this.now());
+      settledAt = await this.settle();
+    } finally {
+      this.options.releaseDeliveries();
+    }
     if (settledAt !== null) await sleep(pauseMs);
     const [window] = await admin<{ at: Date; processed: number; received: number }[]>`
       select now() as at,

@@ -738,6 +738,7 @@ function startMappings(life: Lifecycle, mappings: Mappings): void {
 async function startPauseDrill(sim: Simulation, mappings: Mappings, crashes: Crashes): Promise<PauseDrill | undefined> {
   const { options, consumerNames } = sim;
   if (!(options.pauseMs > 0 && sim.consumers.has(PAUSED_CONSUMER))) return undefined;
+  const own = mappings.filter((m) => m.consumer === PAUSED_CONSUMER).map((m) => m.mapping);
   const drill = new PauseDrill({
     consumer: PAUSED_CONSUMER,
     pauseMs: options.pauseMs,
@@ -757,10 +758,11 @@ async function startPauseDrill(sim: Simulation, mappings: Mappings, crashes: Cra
       },
     },
     delivered: () => {
-      const own = mappings.filter((m) => m.consumer === PAUSED_CONSUMER).map((m) => m.mapping);
       const total = own.reduce((n, m) => n + m.total, 0);
       return total === 0 ? 1 : 1 - own.reduce((n, m) => n + m.lag, 0) / total;
     },
+    holdDeliveries: () => own.forEach((m) => m.hold()),
+    releaseDeliveries: () => own.forEach((m) => m.release()),
     ready: () => !crashes.pending(PAUSED_CONSUMER),
     isStopping: () => sim.life.stopping,
   });
