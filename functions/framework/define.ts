@@ -18,8 +18,9 @@ export function defineHandler<S extends z.ZodType>(handler: {
 /**
  * A handler that can also apply many events in one set-based statement. The worker uses
  * handleBatch for the events of one claimed batch (at most one per aggregate) on its fast
- * path; if anything in the batch fails it falls back to handle() per event, each in its own
- * savepoint. So handleBatch(events) must have exactly the effect of handle() per event.
+ * path; if anything in the batch fails it runs handleBatch again on halves of the batch's
+ * lanes, and handle() per event, each in its own savepoint, for a lane that fails on its own.
+ * So handleBatch(events) must have exactly the effect of handle() per event.
  */
 export interface BatchEventHandler<P = unknown> extends EventHandler<P> {
   handleBatch(tx: TransactionSql, events: readonly InboxEvent<P>[], context: HandlerContext): Promise<void>;

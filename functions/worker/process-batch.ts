@@ -74,7 +74,7 @@ export interface BatchReport {
   outOfTime: boolean;
   /** Rows no longer ours when the batch began (lease expired and taken over): untouched. */
   lost: ClaimedRow[];
-  /** True when a failure sent the batch through the per-row savepoint path. */
+  /** True when a failure in the fast path sent the batch through the slow path (by halves, then row by row). */
   slowPath: boolean;
   /** Per lane, in the batch's order: did its run stop at a row that did not succeed. */
   stopped: boolean[];

@@ -1,7 +1,8 @@
 /**
  * How a batch's rows run (process-batch.ts holds the transaction around them): each row's
  * step decided before anything runs, the fast path (every run's rows in stages, in one
- * savepoint) and the slow path (each row in its own savepoint) it falls back to.
+ * savepoint) and the slow path it falls back to (the lanes by halves, a failing lane row by
+ * row, each row in its own savepoint).
  */
 import { performance } from 'node:perf_hooks';
 import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../framework/types';
@@ -211,12 +212,24 @@ async function tryFastPath(
 }
 
 /**
+ * Is there time to narrow `lanes` down by halves after a failed run of them that took
+ * `failedMs`? Each level of halves may meet the failure again (a statement timeout, a lock
+ * wait), so the budget must hold about two failed runs per level; without it the lanes run
+ * row by row, each row reading the time left before it starts.
+ */
+function roomToNarrow(ctx: BatchContext, lanes: number, failedMs: number): boolean {
+  const levels = Math.ceil(Math.log2(lanes)) + 1;
+  return ctx.remainingMs() - ctx.safetyMarginMs > 2 * levels * failedMs;
+}
+
+/**
  * The slow path, after the batch's fast path failed: the lanes narrowed down by halves, each
  * half a fast path of its own (its own savepoint), a half that fails split again, and a
  * single lane that fails run row by row, each row in its own savepoint. One failing lane
  * among L costs about 2·log2(L) set-based runs, not a savepoint per row of every lane. The
- * lanes are different aggregates, so running them in halves, earlier lanes first, applies
- * what one fast path would, in claim order.
+ * lanes run one half after the other, earlier lanes first: in claim order, what one fast
+ * path would apply for lanes of independent aggregates. A failure that was slow, or a
+ * budget too short to split, runs the remaining lanes row by row instead.
  */
 async function runSlowPath(
   ctx: BatchContext,
@@ -224,23 +237,31 @@ async function runSlowPath(
   steps: readonly Step[][],
   split: readonly { prefix: Step[]; rest: Step[] }[],
   runs: readonly Runnable[][],
+  failedMs: number,
 ): Promise<LaneResult[]> {
   const laneResults: LaneResult[] = steps.map(notStarted);
-  const narrow = async (lanes: readonly number[]): Promise<void> => {
-    if (lanes.length === 1) {
-      laneResults[lanes[0]!] = await runLaneSlowly(ctx, tx, steps[lanes[0]!]!);
-      return;
-    }
+  const rowByRow = async (lanes: readonly number[]): Promise<void> => {
+    for (const lane of lanes) laneResults[lane] = await runLaneSlowly(ctx, tx, steps[lane]!);
+  };
+  const narrow = async (lanes: readonly number[], failedMs: number): Promise<void> => {
+    if (lanes.length === 1 || !roomToNarrow(ctx, lanes.length, failedMs)) return rowByRow(lanes);
     const middle = Math.ceil(lanes.length / 2);
     for (const half of [lanes.slice(0, middle), lanes.slice(middle)]) {
-      // Out of time: the half goes back unstarted, as a batch does (notStarted above).
-      if (ctx.remainingMs() < ctx.safetyMarginMs) continue;
+      // Out of time: row by row, which settles what needs no handler and hands back the rest.
+      if (ctx.remainingMs() < ctx.safetyMarginMs) {
+        await rowByRow(half);
+        continue;
+      }
+      const started = performance.now();
       const results = await tryFastPath(ctx, tx, half, split, runs);
-      if (results === undefined) await narrow(half);
+      if (results === undefined) await narrow(half, performance.now() - started);
       else half.forEach((lane, k) => (laneResults[lane] = results[k]!));
     }
   };
-  await narrow(steps.map((_, i) => i));
+  await narrow(
+    steps.map((_, i) => i),
+    failedMs,
+  );
   return laneResults;
 }
 
@@ -256,8 +277,14 @@ export async function runLanes(
   if (ctx.remainingMs() < ctx.safetyMarginMs) return { laneResults: steps.map(notStarted), slowPath: false };
   const split = steps.map(prefixOf);
   const runs = split.map(({ prefix }) => prefix.flatMap((s) => (s.kind === 'run' ? [s.runnable] : [])));
-  const lanes = steps.map((_, i) => i);
-  const fast = await tryFastPath(ctx, tx, lanes, split, runs);
+  const started = performance.now();
+  const fast = await tryFastPath(
+    ctx,
+    tx,
+    steps.map((_, i) => i),
+    split,
+    runs,
+  );
   if (fast !== undefined) return { laneResults: fast, slowPath: false };
-  return { laneResults: await runSlowPath(ctx, tx, steps, split, runs), slowPath: true };
+  return { laneResults: await runSlowPath(ctx, tx, steps, split, runs, performance.now() - started), slowPath: true };
 }

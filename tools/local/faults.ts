@@ -107,8 +107,8 @@ async function recordApplied(tx: TransactionSql, consumerName: string, events: r
 /**
  * A set-based handler stays set-based, as the worker runs it in production: the batch, its
  * ledger rows, then the first fault that fails on this attempt, which fails the batch; the
- * worker then runs each event through the wrapped handle(), where each fault lands on its
- * own event.
+ * worker's slow path then runs halves of the batch until each fault is alone in its lane,
+ * which runs through the wrapped handle(), where the fault lands on its own event.
  */
 function wrap(handler: EventHandler, consumerName: string, faults: ReadonlyMap<string, Fault>): EventHandler {
   const handle: EventHandler['handle'] = async (tx, event, context) => {

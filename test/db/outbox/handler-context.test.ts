@@ -2,8 +2,8 @@
  * The processing transaction in full (the case inbox design): side effect, domain audit, outbox events
  * and the row's status commit together. Audit and outbox rows appear once per applied
  * effect, none for a stale duplicate, an existing obligation or an ignored event, and they
- * vanish with an attempt that rolls back — the fast path's savepoint and the per-row slow
- * path's alike. A replayed quarantined row emits the same event id.
+ * vanish with an attempt that rolls back — the fast path's savepoint and the slow path's
+ * (by halves, then row by row) alike. A replayed quarantined row emits the same event id.
  */
 import { beforeEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -231,7 +231,7 @@ describe('case-projection: one audit row per applied change, none for a stale du
  * A test consumer whose set-based handler audits and emits for every event, recording in
  * both which call of the handler for that event wrote them, and then fails the whole call
  * if any event asks to. On the fast path the events of a stage share one call; on the
- * slow path each row gets its own.
+ * slow path each half of the lanes shares one, and a failing lane's rows get one each.
  */
 function emitter(calls: Map<string, number>): ConsumerDeclaration {
   return {

@@ -1,7 +1,7 @@
 /**
  * The database goes away mid-batch (docs/design.md §3): the backend serving a worker's batch
  * transaction is terminated while a handler runs, on the one-savepoint fast path and on the
- * per-row savepoint fallback. The worker settles with a classified connection error, nothing
+ * slow path. The worker settles with a classified connection error, nothing
  * of the batch commits, the rows stay PROCESSING under that owner until their lease expires,
  * and once the reaper returns them a second worker applies each exactly once.
  *

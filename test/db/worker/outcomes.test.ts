@@ -272,7 +272,7 @@ describe('worker outcomes', () => {
     });
   });
 
-  it('a set-based batch that cannot apply as one statement falls back to one savepoint per event', async () => {
+  it('a set-based batch that cannot apply as one statement falls back to applying its events apart', async () => {
     // Two aggregates whose events name the same case: one upsert cannot touch a row twice
     // (SQLSTATE 21000), so the fast path fails and each event applies on its own.
     const first = await insertInboxRow(sql, {

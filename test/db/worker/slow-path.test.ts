@@ -26,6 +26,8 @@ const asWorker = db.as(workerRoleOf(caseProjection));
 
 const NOTE = 'test.slow-path-note.v1';
 
+const SLOW_FAILURE_MS = 200;
+
 /** Every handleBatch call: the aggregates of the events it was given, in order. */
 const calls: string[][] = [];
 
@@ -44,7 +46,7 @@ const withNotes = {
     handlers: {
       [NOTE]: {
         1: defineBatchHandler({
-          payload: z.object({ fail: z.enum(['transient', 'permanent']).optional() }),
+          payload: z.object({ fail: z.enum(['transient', 'permanent']).optional(), slow: z.boolean().optional() }),
           async handleBatch(tx, events) {
             calls.push(events.map((e) => e.aggregateId));
             const rows = events.map((e) => ({ aggregate_id: e.aggregateId, event_id: e.eventId }));
@@ -53,6 +55,8 @@ const withNotes = {
               select r.aggregate_id, r.event_id
               from json_to_recordset(${JSON.stringify(rows)}::text::json) as r(aggregate_id text, event_id text)`;
             const failing = events.find((e) => e.payload.fail !== undefined);
+            // A failure that takes its time, as a statement timeout or a lock wait would.
+            if (failing?.payload.slow === true) await new Promise((resolve) => setTimeout(resolve, SLOW_FAILURE_MS));
             if (failing?.payload.fail === 'transient') throw new RetryableError('NOTE_BUSY', 'try again');
             if (failing?.payload.fail === 'permanent') throw new NonRetryableError('NOTE_BROKEN', 'never works');
           },
@@ -151,5 +155,43 @@ describe('the slow path', () => {
     const applied = await appliedEvents();
     expect(new Set(applied).size).toBe(9);
     expect(applied).not.toContain(run[1]!.event_id);
+  });
+
+  it('a slow failure with too little time to split: the lanes run row by row', async () => {
+    await insertInboxRows(
+      sql,
+      Array.from({ length: 8 }, (_, n) => note(laneName(n), 100 - n, n === 2 ? { fail: 'permanent', slow: true } : {})),
+    );
+
+    // 500 ms to spare beyond the safety margin: splitting 8 lanes could meet the 200 ms
+    // failure at each of 4 levels, twice; one run row by row meets it once.
+    const result = await work(asWorker, withNotes, { remainingMs: () => 1_500 });
+
+    expect(calls).toHaveLength(9);
+    expect(calls.slice(1).every((c) => c.length === 1)).toBe(true);
+    expect(result).toMatchObject({ processed: 7, quarantined: 1 });
+  });
+
+  it('out of time in the slow path: what needs no handler is still settled, the rest goes back unstarted', async () => {
+    await insertInboxRows(sql, [
+      note(laneName(0), 100, { fail: 'permanent' }),
+      note(laneName(1), 99),
+      { aggregateId: laneName(2), eventType: 'test.not-handled.v1', payload: {}, receivedSecondsAgo: 98 },
+    ]);
+    // Time for the claim and the fast path, none after it.
+    let readings = 2;
+    const remainingMs = () => (readings-- > 0 ? 60_000 : 10);
+
+    const result = await work(asWorker, withNotes, { remainingMs });
+
+    expect(result).toMatchObject({ claimed: 3, processed: 0, released: 2 });
+    const rows = await sql<{ aggregate_id: string; status: string; attempt_count: number }[]>`
+      select aggregate_id, status, attempt_count from integration.consumer_inbox order by aggregate_id`;
+    expect(rows).toEqual([
+      { aggregate_id: laneName(0), status: 'RECEIVED', attempt_count: 0 },
+      { aggregate_id: laneName(1), status: 'RECEIVED', attempt_count: 0 },
+      { aggregate_id: laneName(2), status: 'QUARANTINED', attempt_count: 1 },
+    ]);
+    expect(await appliedEvents()).toEqual([]);
   });
 });

@@ -71,11 +71,12 @@ describe('worker time budget', () => {
       body: `if new.case_id = 'case_0' then raise exception 'no' using errcode = '22023'; end if; return new;`,
     };
     await withTrigger(sql, failCase0, async () => {
-      // Readings: the claim, the fast path (all 9 lanes), then the slow path's halves: lanes
-      // 0–4 (fail), 0–2 (fail), 0–1 (fail), 0 (fails), lane 0's row (quarantined), lane 1
-      // and lane 2 (processed); the tenth, before lanes 3–4, finds the time spent, and
-      // lanes 3–8 go back unstarted.
-      const result = await work(asWorker, caseProjection, { remainingMs: countdown(9), config: workerConfig({ batchSize: 10 }) });
+      // Readings: the claim; the fast path (all 9 lanes); then the slow path reads before it
+      // splits a group (is there room to?) and before each half it runs: split 0–8, lanes
+      // 0–4 (fail), split, 0–2 (fail), split, 0–1 (fail), lane 0 (fails), lane 0's row
+      // (quarantined), lane 1 and lane 2 (processed); the fourteenth, before lanes 3–4,
+      // finds the time spent, and lanes 3–8 go back unstarted.
+      const result = await work(asWorker, caseProjection, { remainingMs: countdown(13), config: workerConfig({ batchSize: 10 }) });
 
       expect(result).toMatchObject({ claimed: 9, quarantined: 1, processed: 2, released: 6 });
       expect(await statusCounts()).toEqual([
