@@ -11,7 +11,7 @@ import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { CASE_TOPIC, ingestFor } from '../ingest/support';
-import { inboxRow, variant, work } from './support';
+import { createAppliedTable, inboxRow, variant, work } from './support';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 
 const db = await useTestDatabase();
@@ -19,11 +19,7 @@ const sql = db.sql;
 /** The code under test connects as the worker function does. */
 const asWorker = db.as(workerRoleOf(caseProjection));
 
-await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
-await sql`grant usage on schema public to inbox_worker_case_projection`;
-await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
+await createAppliedTable(sql, 'note_applied', workerRoleOf(caseProjection));
 
 beforeEach(async () => {
   await sql`truncate integration.consumer_inbox, read_model.case_summary, public.note_applied`;

@@ -15,16 +15,12 @@ import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-rol
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { opsDeps, run } from '../ops/support';
-import { variant, work } from './support';
+import { createAppliedTable, variant, work } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 
-await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
-await sql`grant usage on schema public to inbox_worker_case_projection`;
-await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
+await createAppliedTable(sql, 'note_applied', workerRoleOf(caseProjection));
 // The code under test runs as its function's role; the arrangement as the owner.
 const asWorker = db.as(workerRoleOf(caseProjection));
 const asReaper = db.as(DatabaseRoles.reaper);

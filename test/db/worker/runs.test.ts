@@ -16,16 +16,12 @@ import { newOwnerId } from '../../../functions/worker/run-worker';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
-import { one, variant, work, workerConfig } from './support';
+import { createAppliedTable, one, variant, work, workerConfig } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 
-await sql`create table public.note_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
-await sql`grant usage on schema public to inbox_worker_case_projection`;
-await sql`grant insert on public.note_applied to inbox_worker_case_projection`;
-await sql`grant usage on sequence public.note_applied_seq_seq to inbox_worker_case_projection`;
+await createAppliedTable(sql, 'note_applied', workerRoleOf(caseProjection));
 // The code under test runs as its function's role; the arrangement as the owner.
 const asWorker = db.as(workerRoleOf(caseProjection));
 

@@ -12,16 +12,12 @@ import { NonRetryableError, RetryableError } from '../../../functions/lib/errors
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
-import { variant, work } from './support';
+import { createAppliedTable, variant, work } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
 
-await sql`create table public.slow_path_applied (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
-// The test consumer's own table: its worker role writes it, as its declaration's `tables` would grant.
-await sql`grant usage on schema public to inbox_worker_case_projection`;
-await sql`grant insert on public.slow_path_applied to inbox_worker_case_projection`;
-await sql`grant usage on sequence public.slow_path_applied_seq_seq to inbox_worker_case_projection`;
+await createAppliedTable(sql, 'slow_path_applied', workerRoleOf(caseProjection));
 const asWorker = db.as(workerRoleOf(caseProjection));
 
 const NOTE = 'test.slow-path-note.v1';

@@ -118,3 +118,16 @@ export function invocationsOf(mock: AwsClientStub<LambdaClient>) {
     return { ...input, Payload: JSON.parse(Buffer.from(Payload as Uint8Array).toString('utf8')) as InvitedEvent };
   });
 }
+
+/**
+ * A test consumer's own table, `public.<name>` (seq, aggregate_id, event_id), in which its
+ * worker role records what its handler applied: the role may insert into it, as its
+ * declaration's `tables` would grant.
+ */
+export async function createAppliedTable(sql: Sql, name: string, role: string): Promise<void> {
+  const table = sql(`public.${name}`);
+  await sql`create table ${table} (seq bigserial primary key, aggregate_id text not null, event_id text not null)`;
+  await sql`grant usage on schema public to ${sql(role)}`;
+  await sql`grant insert on ${table} to ${sql(role)}`;
+  await sql`grant usage on sequence ${sql(`public.${name}_seq_seq`)} to ${sql(role)}`;
+}
