@@ -9,20 +9,22 @@ import { ErrorCodes, NonRetryableError } from '../lib/errors';
 import type { TransactionSql } from '../lib/db';
 import type { InboxRow } from '../inbox/types';
 import type { BatchEventHandler } from './define';
-import { handlerContext } from './handler-context';
+import { handlerContext, type AuditBatch } from './handler-context';
 import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
 
 /**
- * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`.
- * The worker's fast path calls it once per stage and handler.
+ * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`
+ * (its audit entries collected in `audits` when given). The worker's fast path calls it
+ * once per stage and handler.
  */
 export function runBatch(
   consumer: ConsumerDeclaration,
   handler: BatchEventHandler<any>,
   tx: TransactionSql,
   events: readonly InboxEvent[],
+  audits?: AuditBatch,
 ): Promise<void> {
-  return handler.handleBatch(tx, events, handlerContext(consumer, tx));
+  return handler.handleBatch(tx, events, handlerContext(consumer, tx, audits));
 }
 
 export type Resolution = { kind: 'handler'; handler: EventHandler } | { kind: 'ignored' };
@@ -69,10 +71,11 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
 
 /**
  * What a row needs to run: nothing (IGNORED), or its handler bound to the parsed payload;
- * `run(tx)` gives the handler a context bound to that `tx` (its savepoint).
+ * `run(tx, audits?)` gives the handler a context bound to that `tx` (its savepoint).
  */
 export type PreparedDispatch =
-  { kind: 'ignored' } | { kind: 'run'; run: (tx: TransactionSql) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
+  | { kind: 'ignored' }
+  | { kind: 'run'; run: (tx: TransactionSql, audits?: AuditBatch) => Promise<void>; handler: EventHandler<any>; event: InboxEvent };
 
 /**
  * Resolve the handler and parse the payload, without touching the database. Throws the
@@ -92,7 +95,7 @@ export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): P
   }
   const event = toInboxEvent(row, parsed.data);
   const handler = resolution.handler;
-  return { kind: 'run', run: (tx) => handler.handle(tx, event, handlerContext(consumer, tx)), handler, event };
+  return { kind: 'run', run: (tx, audits) => handler.handle(tx, event, handlerContext(consumer, tx, audits)), handler, event };
 }
 
 /** Run the row's handler inside `tx`. Resolves to the status to record. */

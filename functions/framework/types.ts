@@ -84,7 +84,11 @@ export interface Emission {
  * back together with a failed attempt.
  */
 export interface HandlerContext {
-  /** Write domain audit entries (the declaration's `audit` trail). */
+  /**
+   * Write domain audit entries (the declaration's `audit` trail), with the handler's effects.
+   * The worker's fast path collects them and writes a batch's entries in one statement after
+   * its last stage, in the same savepoint; nothing reads them before the batch commits.
+   */
   audit(entries: readonly AuditEntry[]): Promise<void>;
   /**
    * Emit events into integration.outbox; the relay publishes them after the commit. Each

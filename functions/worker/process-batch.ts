@@ -9,7 +9,8 @@
  *     fast path: one savepoint; the runs' rows in stages (stage k = the k-th row of every
  *       run), each stage's handlers issued at once (postgres.js pipelines them on the
  *       transaction's connection; a set-based handler gets the stage's events in one
- *       call), the next stage after the last one finished; release
+ *       call), the next stage after the last one finished; the stages' audit entries in
+ *       one statement; release
  *     slow path, only when something in the fast path failed: roll that savepoint back,
  *       run the lanes again by halves (each half a fast path in its own savepoint, a half
  *       that fails split again), and a lane that fails on its own row by row, each row in

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import type { ConsumerDeclaration, EventHandler, InboxEvent } from '../framework/types';
 import { isBatchHandler, type BatchEventHandler } from '../framework/define';
 import { prepareDispatch, runBatch } from '../framework/dispatch';
+import { auditBatch, type AuditBatch } from '../framework/handler-context';
 import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
 import type { ClaimedRow } from '../inbox/claim-due';
 import type { Outcome } from '../inbox/types';
@@ -16,7 +17,7 @@ import type { BatchContext, RowResult } from './process-batch';
 
 interface Runnable {
   row: ClaimedRow;
-  run: (tx: TransactionSql) => Promise<void>;
+  run: (tx: TransactionSql, audits?: AuditBatch) => Promise<void>;
   handler: EventHandler<any>;
   event: InboxEvent;
 }
@@ -63,6 +64,7 @@ export function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
 function units(
   consumer: ConsumerDeclaration,
   stage: readonly Runnable[],
+  audits: AuditBatch,
 ): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
   const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
   const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
@@ -72,7 +74,7 @@ function units(
       if (group === undefined) grouped.set(r.handler, [r]);
       else group.push(r);
     } else {
-      out.push({ rows: [r.row], run: r.run });
+      out.push({ rows: [r.row], run: (tx) => r.run(tx, audits) });
     }
   }
   for (const [handler, group] of grouped) {
@@ -84,6 +86,7 @@ function units(
           handler,
           tx,
           group.map((g) => g.event),
+          audits,
         ),
     });
   }
@@ -91,12 +94,14 @@ function units(
 }
 
 /**
- * Every run's runnable rows, stage by stage, in one savepoint. Resolves to per-row
- * durations, or undefined if anything failed (the savepoint is then rolled back).
+ * Every run's runnable rows, stage by stage, in one savepoint, and their audit entries in
+ * one statement after the last stage (a stage's only other statement per handler). Resolves
+ * to per-row durations, or undefined if anything failed (the savepoint is then rolled back).
  */
 async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
   const durations = new Map<string, number>();
   const depth = Math.max(0, ...runs.map((r) => r.length));
+  const audits = auditBatch(ctx.consumer);
   try {
     await tx.savepoint(async (sp) => {
       for (let k = 0; k < depth; k++) {
@@ -105,7 +110,7 @@ async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly
         // before the savepoint is rolled back, or a slow handler's later statements would
         // land outside it.
         const results = await Promise.allSettled(
-          units(ctx.consumer, stage).map(async ({ rows, run }) => {
+          units(ctx.consumer, stage, audits).map(async ({ rows, run }) => {
             const started = performance.now();
             await run(sp);
             const elapsed = performance.now() - started;
@@ -114,6 +119,11 @@ async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly
         );
         if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
       }
+      // A refused entry (the trail's integrity check) fails the fast path like a handler
+      // would: the slow path writes each row's entries in that row's own savepoint.
+      await audits.flush(sp).catch(() => {
+        throw new FastPathFailed();
+      });
     });
     return durations;
   } catch (error) {

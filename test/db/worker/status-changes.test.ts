@@ -4,13 +4,13 @@
  * applied, stale duplicate, first version, gap — and that fallback whenever the batch's
  * snapshot cannot tell.
  */
-import { beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { CASE_ACCEPTED, CASE_STATUS_CHANGED, caseProjection } from '../../../functions/consumers/case-projection';
 import { ErrorCodes } from '../../../functions/lib/errors';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
-import { work } from './support';
+import { countingStatements, quietObservability, work } from './support';
 
 const db = await useTestDatabase();
 const sql = db.sql;
@@ -45,28 +45,9 @@ async function states() {
     select aggregate_id, status, error_code from integration.consumer_inbox order by aggregate_id, aggregate_version`;
 }
 
-/**
- * Counts the UPDATE statements on case_summary (a statement trigger fires once per
- * statement, whatever it changed) while `fn` runs.
- */
-async function countingUpdates(fn: () => Promise<unknown>): Promise<number> {
-  await sql.unsafe(`
-    create sequence public.summary_updates;
-    create function public.count_summary_update() returns trigger language plpgsql security definer as $$
-      begin perform nextval('public.summary_updates'); return null; end $$;
-    create trigger count_summary_update after update on read_model.case_summary
-      for each statement execute function public.count_summary_update();`);
-  try {
-    await fn();
-    const [row] = await sql<{ n: number }[]>`
-      select last_value::int - case when is_called then 0 else 1 end as n from public.summary_updates`;
-    return row!.n;
-  } finally {
-    await sql.unsafe(`
-      drop trigger count_summary_update on read_model.case_summary;
-      drop function public.count_summary_update();
-      drop sequence public.summary_updates;`);
-  }
+/** The UPDATE statements on case_summary while `fn` runs. */
+function countingUpdates(fn: () => Promise<unknown>): Promise<number> {
+  return countingStatements(sql, { table: 'read_model.case_summary', event: 'update' }, fn);
 }
 
 /**
@@ -263,5 +244,73 @@ describe('case-projection status changes, set-based', () => {
       expect(plan).not.toMatch(/Seq Scan on case_summary/);
     }
     expect((await states()).map((s) => s.status)).toEqual(['PROCESSED', 'PROCESSED', 'PROCESSED']);
+  });
+});
+
+describe("a batch's audit entries", () => {
+  /** The audit rows in the order they were written. */
+  async function auditsInWrittenOrder() {
+    return sql<{ case_id: string; after: string }[]>`
+      select case_id, after_value ->> 'status' as after from case_core.case_audit order by audit_id`;
+  }
+
+  it('are written in one statement after the last stage, in claim order', async () => {
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+      values ('case_a', 'S1', 1), ('case_b', 'S1', 1), ('case_c', 'S1', 1)`;
+    // Versions 2 to 5 of three cases: one claim, a run of four per lane, four stages.
+    await insertInboxRows(
+      sql,
+      [2, 3, 4, 5].flatMap((v) => ['case_a', 'case_b', 'case_c'].map((c) => statusChanged(c, v))),
+    );
+
+    const inserts = await countingStatements(sql, { table: 'case_core.case_audit', event: 'insert' }, async () => {
+      const result = await work(asWorker, caseProjection);
+      expect(result.processed).toBe(12);
+    });
+
+    expect(inserts).toBe(1); // one per stage before: 4
+    expect(await auditsInWrittenOrder()).toEqual(
+      [2, 3, 4, 5].flatMap((v) => ['case_a', 'case_b', 'case_c'].map((c) => ({ case_id: c, after: `S${v}` }))),
+    );
+    expect(await summaries()).toEqual(
+      ['case_a', 'case_b', 'case_c'].map((c) => ({ case_id: c, case_status: 'S5', last_aggregate_version: 5 })),
+    );
+  });
+
+  it('refused by the trail fail only their own row, as a failed handler would', async () => {
+    await sql`
+      insert into read_model.case_summary (case_id, case_status, last_aggregate_version)
+      values ('case_a', 'S1', 1), ('case_b', 'S1', 1), ('case_c', 'S1', 1)`;
+    await insertInboxRows(sql, [
+      { ...statusChanged('case_a', 2), eventId: 'evt_a2' },
+      { ...statusChanged('case_b', 2), eventId: 'evt_b2' },
+      { ...statusChanged('case_c', 2), eventId: 'evt_c2' },
+    ]);
+    // case_b's entry is already there: the trail's unique key refuses it a second time.
+    await sql`
+      insert into case_core.case_audit (case_id, consumer_name, source_event_id, change)
+      values ('case_b', ${caseProjection.name}, 'evt_b2', 'CASE_STATUS_CHANGED')`;
+
+    const observability = quietObservability();
+    const errors = vi.spyOn(observability.logger, 'error');
+
+    const result = await work(asWorker, caseProjection, observability);
+
+    expect(result).toMatchObject({ processed: 2, quarantined: 1 });
+    // Found by the slow path inside the batch, not by the batch failing as a whole (which
+    // would run every row again in a transaction of its own).
+    expect(errors.mock.calls.map(([message]) => message)).not.toContain('worker_batch_failed');
+    expect(await states()).toEqual([
+      { aggregate_id: 'case_a', status: 'PROCESSED', error_code: null },
+      { aggregate_id: 'case_b', status: 'QUARANTINED', error_code: ErrorCodes.DB_INTEGRITY_VIOLATION },
+      { aggregate_id: 'case_c', status: 'PROCESSED', error_code: null },
+    ]);
+    expect(await summaries()).toEqual([
+      { case_id: 'case_a', case_status: 'S2', last_aggregate_version: 2 },
+      { case_id: 'case_b', case_status: 'S1', last_aggregate_version: 1 },
+      { case_id: 'case_c', case_status: 'S2', last_aggregate_version: 2 },
+    ]);
+    expect((await audits()).map((a) => `${a.case_id} ${a.after ?? '-'}`)).toEqual(['case_a S2', 'case_b -', 'case_c S2']);
   });
 });

@@ -111,6 +111,34 @@ export async function withTrigger<T>(sql: Sql, spec: TriggerSpec, fn: () => Prom
   }
 }
 
+/**
+ * How many `event` statements ran on `table` (schema-qualified) while `fn` ran: a statement
+ * trigger fires once per statement, whatever it changed.
+ */
+export async function countingStatements(
+  sql: Sql,
+  on: { table: string; event: 'insert' | 'update' },
+  fn: () => Promise<unknown>,
+): Promise<number> {
+  await sql.unsafe(`
+    create sequence public.counted_statements;
+    create function public.count_statement() returns trigger language plpgsql security definer as $$
+      begin perform nextval('public.counted_statements'); return null; end $$;
+    create trigger count_statement after ${on.event} on ${on.table}
+      for each statement execute function public.count_statement();`);
+  try {
+    await fn();
+    const [row] = await sql<{ n: number }[]>`
+      select last_value::int - case when is_called then 0 else 1 end as n from public.counted_statements`;
+    return row!.n;
+  } finally {
+    await sql.unsafe(`
+      drop trigger count_statement on ${on.table};
+      drop function public.count_statement();
+      drop sequence public.counted_statements;`);
+  }
+}
+
 /** Each InvokeCommand a mocked Lambda client was sent: its input, the payload parsed. */
 export function invocationsOf(mock: AwsClientStub<LambdaClient>) {
   return mock.commandCalls(InvokeCommand).map((c) => {
