@@ -269,7 +269,7 @@ describe("a batch's audit entries", () => {
       expect(result.processed).toBe(12);
     });
 
-    expect(inserts).toBe(1); // one per stage before: 4
+    expect(inserts).toBe(1); // four stages, one statement
     expect(await auditsInWrittenOrder()).toEqual(
       [2, 3, 4, 5].flatMap((v) => ['case_a', 'case_b', 'case_c'].map((c) => ({ case_id: c, after: `S${v}` }))),
     );
