@@ -87,7 +87,10 @@ export interface HandlerContext {
   /**
    * Write domain audit entries (the declaration's `audit` trail), with the handler's effects.
    * The worker's fast path collects them and writes a batch's entries in one statement after
-   * its last stage, in the same savepoint; nothing reads them before the batch commits.
+   * its last stage, in the same savepoint; nothing reads them before the batch commits. So
+   * resolving does not mean written: an entry the trail refuses fails the fast path after
+   * its last stage, and the entries are written as they are then (do not change them after
+   * the call).
    */
   audit(entries: readonly AuditEntry[]): Promise<void>;
   /**
@@ -143,7 +146,11 @@ export interface EmittedEventDeclaration {
   aggregateType: string;
 }
 
-/** Writes a consumer's audit entries into its domain's audit table, in the handler's transaction. */
+/**
+ * Writes a consumer's audit entries into its domain's audit table, in the handler's
+ * transaction. One call may carry the entries of many handler calls: the worker's fast path
+ * passes a batch's entries, of every stage, in the order they were made.
+ */
 export type AuditTrail = (tx: TransactionSql, consumerName: string, entries: readonly AuditEntry[]) => Promise<void>;
 
 export type { TablePrivileges };

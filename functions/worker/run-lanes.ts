@@ -120,7 +120,8 @@ async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly
         if (results.some((r) => r.status === 'rejected')) throw new FastPathFailed();
       }
       // A refused entry (the trail's integrity check) fails the fast path like a handler
-      // would: the slow path writes each row's entries in that row's own savepoint.
+      // would: the slow path narrows it down to its row (a lane run row by row writes each
+      // row's entries in that row's own savepoint).
       await audits.flush(sp).catch(() => {
         throw new FastPathFailed();
       });
