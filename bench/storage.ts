@@ -26,7 +26,8 @@ import { parseArgs } from 'node:util';
 import postgres from 'postgres';
 import { DEFAULT_RETENTION } from '../functions/framework/types';
 import { TYPES, type Sql } from '../functions/lib/db';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { migrate } from '../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { benchServer } from './_server';
 
 const { values: args } = parseArgs({

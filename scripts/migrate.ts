@@ -1,17 +1,23 @@
-/** `npm run migrate`: apply pending migrations to DATABASE_URL, then provision the declared consumers' roles. */
+/**
+ * `npm run migrate`: apply pending migrations to DATABASE_URL, then provision the declared
+ * consumers' roles. A database a later release migrated is left as it is (exit 0).
+ */
 import { CONSUMERS } from '../functions/consumers/index';
 import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
 import { parseConfig } from '../functions/lib/config';
 import { createSql } from '../functions/lib/db';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { migrate } from '../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 
 const config = parseConfig(process.env);
 const sql = await createSql({ ...config.database, poolMax: 1 });
 try {
-  const result = await migrate(sql, await loadMigrations(MIGRATIONS_DIR), (m) => console.log(m));
+  const result = await migrate(sql, await loadMigrations(MIGRATIONS_DIR), { log: (m) => console.log(m) });
   console.log(`migrations: ${result.applied.length} applied, ${result.alreadyApplied} already applied`);
-  const roles = await provisionConsumerRoles(sql, CONSUMERS);
-  console.log(`consumer roles: ${roles.roles.join(', ')}${roles.retired.length > 0 ? `; retired ${roles.retired.join(', ')}` : ''}`);
+  if (result.newer.length === 0) {
+    const roles = await provisionConsumerRoles(sql, CONSUMERS);
+    console.log(`consumer roles: ${roles.roles.join(', ')}${roles.retired.length > 0 ? `; retired ${roles.retired.join(', ')}` : ''}`);
+  }
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);
   process.exitCode = 1;

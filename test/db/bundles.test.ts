@@ -25,7 +25,7 @@ import {
   type DatabaseRole,
 } from '../../functions/lib/database-roles';
 import { CONSUMERS, getConsumer } from '../../functions/consumers';
-import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
 import { withDatabase } from '../../tools/database-url';
 import { freePort } from '../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
@@ -134,8 +134,8 @@ describe('the bundled functions', () => {
     try {
       const emptyUrl = withDatabase(adminUrl, name);
       const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
-      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0 });
-      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length });
+      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: files, alreadyApplied: 0, newer: [] });
+      expect(await invoke('migrate', {}, {}, emptyUrl)).toEqual({ applied: [], alreadyApplied: files.length, newer: [] });
       // Database-level privileges are not copied to clones, so they are checked here, on a database the migrations made.
       const [temp] = await admin<{ roles: string[] }[]>`
         select array(select r from unnest(${runtimeRoles(CONSUMERS)}::text[]) as r

@@ -42,13 +42,14 @@ async function sleep(ms: number): Promise<void> {
 }
 
 /**
- * Clone the template. Named after the vitest main process's pid (the global setup's), so
- * the global teardown can drop leftovers of this run.
+ * Clone the migrated template (or `from`, another template). Named after the vitest main
+ * process's pid (the global setup's), so the global teardown can drop leftovers of this run.
  */
-export async function createTestDatabase(): Promise<TestDatabase> {
+export async function createTestDatabase(from?: string): Promise<TestDatabase> {
   const adminUrl = inject('dbAdminUrl');
-  const template = inject('dbTemplate');
-  const runPid = template.split('_')[2];
+  const migrated = inject('dbTemplate');
+  const template = from ?? migrated;
+  const runPid = migrated.split('_')[2];
   const name = `inbox_t_${runPid}_${randomBytes(6).toString('hex')}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   try {
@@ -113,18 +114,11 @@ export async function createTestDatabase(): Promise<TestDatabase> {
 }
 
 /**
- * An empty database (no schema at all), for tests of the migrations themselves: the
- * template is migrated, so drop what it has. The caller drops it.
+ * An empty database (no schema at all: PostgreSQL's own template0), for tests of the
+ * migrations themselves. The caller drops it.
  */
-export async function emptyDatabase(): Promise<TestDatabase> {
-  const db = await createTestDatabase();
-  await db.sql.unsafe(`
-    drop schema integration cascade; drop schema read_model cascade; drop schema case_core cascade;
-    drop table public.notification_jobs; drop table public.inbox_schema_migrations;`);
-  const left =
-    await db.sql`select table_schema, table_name from information_schema.tables where table_schema not in ('pg_catalog', 'information_schema')`;
-  if (left.length > 0) throw new Error(`emptyDatabase: left behind ${JSON.stringify(left)}`);
-  return db;
+export function emptyDatabase(): Promise<TestDatabase> {
+  return createTestDatabase('template0');
 }
 
 /** Create a database for the current test file and drop it after the file's tests. */

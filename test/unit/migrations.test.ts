@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { checksumOf, loadMigrations, MIGRATIONS_DIR, statementsOf } from '../../functions/lib/migrate';
+import {
+  checksumOf,
+  loadMigrations,
+  MIGRATIONS_DIR,
+  NO_TRANSACTION_DIRECTIVE,
+  splitStatements,
+  statementsOf,
+} from '../../functions/lib/migration-files';
 import { REWORDED_MIGRATIONS } from '../../functions/lib/reworded-migrations';
 
 describe('a migration file’s statements', () => {
@@ -42,5 +49,28 @@ describe('reworded migrations', () => {
       expect(file!.checksum, name).toBe(earlier.checksum);
       expect(file!.textChecksum, name).not.toBe(earlier.textChecksum);
     }
+  });
+});
+
+describe('a no-transaction file’s statements, one by one', () => {
+  it('split at semicolons outside quotes, quoted names, dollar-quoted bodies and comments', () => {
+    const sql = [
+      '-- migrate:no-transaction',
+      "create index concurrently if not exists a on t (x) where y <> ';'; -- a comment; with a semicolon",
+      'create index concurrently if not exists "odd;name" on t (z);',
+      '/* a block; comment */',
+      'do $$ begin perform 1; commit; end $$;',
+      '',
+    ].join('\n');
+    expect(splitStatements(sql)).toEqual([
+      "create index concurrently if not exists a on t (x) where y <> ';'",
+      'create index concurrently if not exists "odd;name" on t (z)',
+      'do $$ begin perform 1; commit; end $$',
+    ]);
+  });
+
+  it('mark their file: the directive on the first line', async () => {
+    const migrations = await loadMigrations(MIGRATIONS_DIR);
+    for (const m of migrations) expect(m.transaction, m.name).toBe(!m.sql.startsWith(NO_TRANSACTION_DIRECTIVE));
   });
 });

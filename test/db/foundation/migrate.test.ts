@@ -1,9 +1,15 @@
+import { execFile } from 'node:child_process';
 import { mkdtemp, readdir, writeFile, copyFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
-import { checksumOf, loadMigrations, migrate, MigrationError, MIGRATIONS_DIR, textChecksumOf } from '../../../functions/lib/migrate';
+import { migrate } from '../../../functions/lib/migrate';
+import { checksumOf, loadMigrations, MigrationError, MIGRATIONS_DIR, textChecksumOf } from '../../../functions/lib/migration-files';
 import { emptyDatabase, type TestDatabase } from '../../helpers/db';
+
+const run = promisify(execFile);
 
 async function folderWith(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'migrations-'));
@@ -12,7 +18,7 @@ async function folderWith(files: Record<string, string>): Promise<string> {
 }
 
 async function appliedVersions(db: TestDatabase): Promise<number[]> {
-  const rows = await db.sql<{ version: number }[]>`select version from public.inbox_schema_migrations order by version`;
+  const rows = await db.sql<{ version: number }[]>`select version from public.inbox_schema_history order by version`;
   return rows.map((r) => r.version);
 }
 
@@ -93,18 +99,18 @@ describe('migration runner', () => {
       await writeFile(join(dir, '0002_b.sql'), 'create table b (id int);');
 
       const result = await migrate(db.sql, await loadMigrations(dir));
-      expect(result).toEqual({ applied: ['0002_b.sql'], alreadyApplied: 1 });
+      expect(result).toEqual({ applied: ['0002_b.sql'], alreadyApplied: 1, newer: [] });
     } finally {
       await db.drop();
     }
   });
 
   async function recordWholeText(db: TestDatabase, version: number, text: string): Promise<void> {
-    await db.sql`update public.inbox_schema_migrations set checksum = ${textChecksumOf(text)} where version = ${version}`;
+    await db.sql`update public.inbox_schema_history set checksum = ${textChecksumOf(text)} where version = ${version}`;
   }
 
   async function recordedChecksums(db: TestDatabase): Promise<string[]> {
-    const rows = await db.sql<{ checksum: string }[]>`select checksum from public.inbox_schema_migrations order by version`;
+    const rows = await db.sql<{ checksum: string }[]>`select checksum from public.inbox_schema_history order by version`;
     return rows.map((r) => r.checksum);
   }
 
@@ -116,11 +122,11 @@ describe('migration runner', () => {
       await migrate(db.sql, await loadMigrations(dir));
       await recordWholeText(db, 1, text);
 
-      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1, newer: [] });
       expect(await recordedChecksums(db)).toEqual([checksumOf(text)]);
       // Rewritten: a comment corrected from now on is accepted.
       await writeFile(join(dir, '0001_a.sql'), '-- a, reworded\ncreate table a (id int);');
-      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+      await expect(migrate(db.sql, await loadMigrations(dir))).resolves.toEqual({ applied: [], alreadyApplied: 1, newer: [] });
     } finally {
       await db.drop();
     }
@@ -144,7 +150,7 @@ describe('migration runner', () => {
       expect(await recordedChecksums(db)).toEqual([textChecksumOf(earlier)]);
 
       await writeFile(join(dir, '0001_a.sql'), '-- says what it means\ncreate table a (id int);');
-      await expect(migrate(db.sql, await loadMigrations(dir, reworded))).resolves.toEqual({ applied: [], alreadyApplied: 1 });
+      await expect(migrate(db.sql, await loadMigrations(dir, reworded))).resolves.toEqual({ applied: [], alreadyApplied: 1, newer: [] });
       expect(await recordedChecksums(db)).toEqual([checksumOf(earlier)]);
     } finally {
       await db.drop();
@@ -158,16 +164,16 @@ describe('migration runner', () => {
       await migrate(db.sql, migrations);
       for (const m of migrations) {
         const recorded = m.reworded?.textChecksum ?? m.textChecksum;
-        await db.sql`update public.inbox_schema_migrations set checksum = ${recorded} where version = ${m.version}`;
+        await db.sql`update public.inbox_schema_history set checksum = ${recorded} where version = ${m.version}`;
       }
-      await expect(migrate(db.sql, migrations)).resolves.toEqual({ applied: [], alreadyApplied: migrations.length });
+      await expect(migrate(db.sql, migrations)).resolves.toEqual({ applied: [], alreadyApplied: migrations.length, newer: [] });
       expect(await recordedChecksums(db)).toEqual(migrations.map((m) => m.checksum));
     } finally {
       await db.drop();
     }
   });
 
-  it('refuses to run when an applied file was removed', async () => {
+  it('refuses to run when an applied file before its newest one was removed', async () => {
     const db = await emptyDatabase();
     try {
       const dir = await folderWith({ '0001_a.sql': 'create table a (id int);', '0002_b.sql': 'create table b (id int);' });
@@ -175,6 +181,41 @@ describe('migration runner', () => {
       const only = await folderWith({});
       await copyFile(join(dir, '0002_b.sql'), join(only, '0002_b.sql'));
       await expect(migrate(db.sql, await loadMigrations(only))).rejects.toThrow(/0001_a\.sql has no file any more/);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('finds a database a later release migrated up to date, and changes nothing (a rollback)', async () => {
+    const db = await emptyDatabase();
+    try {
+      const later = await folderWith({ '0001_a.sql': 'create table a (id int);', '0002_b.sql': 'create table b (id int);' });
+      await migrate(db.sql, await loadMigrations(later));
+      const before = await db.sql`select version, name, checksum, applied_at from public.inbox_schema_history order by version`;
+      const earlier = await folderWith({ '0001_a.sql': 'create table a (id int);' });
+      const log: string[] = [];
+
+      const result = await migrate(db.sql, await loadMigrations(earlier), { log: (m) => log.push(m) });
+
+      expect(result).toEqual({ applied: [], alreadyApplied: 1, newer: ['0002_b.sql'] });
+      expect(log).toEqual(['a later release migrated this database (0002_b.sql): it is up to date for this release; nothing to do']);
+      expect(await db.sql`select version, name, checksum, applied_at from public.inbox_schema_history order by version`).toEqual(before);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses a later release’s database that lacks a file of this release', async () => {
+    const db = await emptyDatabase();
+    try {
+      const later = await folderWith({ '0001_a.sql': 'create table a (id int);', '0003_c.sql': 'create table c (id int);' });
+      await migrate(db.sql, await loadMigrations(later));
+      const earlier = await folderWith({ '0001_a.sql': 'create table a (id int);', '0002_b.sql': 'create table b (id int);' });
+      await expect(migrate(db.sql, await loadMigrations(earlier))).rejects.toThrow(
+        /holds 0003_c\.sql of a later release but not 0002_b\.sql of this one/,
+      );
+      const [b] = await db.sql`select to_regclass('public.b') as b`;
+      expect(b!.b).toBeNull();
     } finally {
       await db.drop();
     }
@@ -206,5 +247,89 @@ describe('migration runner', () => {
     await expect(loadMigrations(await folderWith({ '0001_a.sql': 'select 1;', '0001_b.sql': 'select 1;' }))).rejects.toThrow(
       /share version 0001/,
     );
+  });
+});
+
+describe('the ledgers', () => {
+  const versionsIn = async (db: TestDatabase, ledger: 'inbox_schema_history' | 'inbox_schema_migrations') =>
+    (await db.sql<{ version: number }[]>`select version from ${db.sql('public.' + ledger)} order by version`).map((r) => r.version);
+
+  it('keeps the files up to 0160 in the ledger of the runners of 2026-12-02, and no later one', async () => {
+    const db = await emptyDatabase();
+    try {
+      const migrations = await loadMigrations(MIGRATIONS_DIR);
+      await migrate(db.sql, migrations);
+      expect(await versionsIn(db, 'inbox_schema_history')).toEqual(migrations.map((m) => m.version));
+      expect(await versionsIn(db, 'inbox_schema_migrations')).toEqual(migrations.filter((m) => m.version <= 160).map((m) => m.version));
+      expect(migrations.some((m) => m.version > 160)).toBe(true);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('starts its ledger from the one a database of 2026-12-02 holds, and applies only what is new', async () => {
+    const db = await emptyDatabase();
+    try {
+      const dir = await folderWith({ '0001_a.sql': 'create table a (id int);', '0002_b.sql': 'create table b (id int);' });
+      await migrate(db.sql, await loadMigrations(dir));
+      // The database as that release's runner left it: its ledger only.
+      await db.sql`drop table public.inbox_schema_history`;
+      await writeFile(join(dir, '0170_c.sql'), 'create table c (id int);');
+
+      const result = await migrate(db.sql, await loadMigrations(dir));
+
+      expect(result).toEqual({ applied: ['0170_c.sql'], alreadyApplied: 2, newer: [] });
+      expect(await versionsIn(db, 'inbox_schema_history')).toEqual([1, 2, 170]);
+      expect(await versionsIn(db, 'inbox_schema_migrations')).toEqual([1, 2]);
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
+describe('npm run migrate, as a process', () => {
+  const runMigrate = (databaseUrl: string) =>
+    run(process.execPath, ['--import', 'tsx', 'scripts/migrate.ts'], {
+      cwd: fileURLToPath(new URL('../../../', import.meta.url)),
+      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
+    }).then(
+      (r) => ({ code: 0, ...r }),
+      (e: { code: number; stdout: string; stderr: string }) => ({ code: e.code, stdout: e.stdout, stderr: e.stderr }),
+    );
+
+  it('exits 0 on a database with a later release’s migration recorded, and changes nothing', async () => {
+    const db = await emptyDatabase();
+    try {
+      await migrate(db.sql, await loadMigrations(MIGRATIONS_DIR));
+      const later = await folderWith({ '9001_later_release.sql': 'create table public.later_release (id int);' });
+      for (const file of await readdir(MIGRATIONS_DIR)) await copyFile(join(MIGRATIONS_DIR, file), join(later, file));
+      await migrate(db.sql, await loadMigrations(later));
+      const before = await db.sql`select * from public.inbox_schema_history order by version`;
+
+      const result = await runMigrate(db.url);
+
+      expect(result.stderr).toBe('');
+      expect(result.code).toBe(0);
+      expect(result.stdout).toContain('a later release migrated this database (9001_later_release.sql)');
+      expect(await db.sql`select * from public.inbox_schema_history order by version`).toEqual(before);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('exits 1 when a file before its newest one is missing', async () => {
+    const db = await emptyDatabase();
+    try {
+      await migrate(db.sql, await loadMigrations(MIGRATIONS_DIR));
+      // A file recorded between two of the project's, which the project no longer has.
+      await db.sql`insert into public.inbox_schema_history (version, name, checksum) values (115, '0115_gone.sql', 'statements-sha256:00')`;
+
+      const result = await runMigrate(db.url);
+
+      expect(result.code).toBe(1);
+      expect(result.stderr).toContain('applied migration 0115_gone.sql has no file any more');
+    } finally {
+      await db.drop();
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { beforeEach, describe, expect, it } from 'vitest';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
+import { migrate } from '../../../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../../../functions/lib/migration-files';
 import { emptyDatabase, useTestDatabase } from '../../helpers/db';
 import { insertInboxRow, insertPoisonRow } from '../../helpers/factories';
 import { allInboxRows, isoMinutesAgo, opsDeps, opsError, run } from './support';

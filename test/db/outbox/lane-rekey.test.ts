@@ -5,7 +5,8 @@
  * with nothing unpublished goes. Emitters write lanes by the new key afterwards.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
+import { migrate } from '../../../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../../../functions/lib/migration-files';
 import { emptyDatabase, type TestDatabase } from '../../helpers/db';
 import { insertOutboxRows } from './support';
 

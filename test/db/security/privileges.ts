@@ -210,7 +210,8 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   },
   // Which consumer each consumer role serves (0130): read through consumer_of_role() only.
   'integration.consumer_role': {},
-  // The migration runner's bookkeeping: no function reads it.
+  // The migration runner's bookkeeping, and the ledger the runners of 2026-12-02 and earlier read: no function reads them.
+  'public.inbox_schema_history': {},
   'public.inbox_schema_migrations': {},
 };
 

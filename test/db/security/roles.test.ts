@@ -220,7 +220,7 @@ const REFUSED: Record<string, [what: string, statement: string][]> = {
     ['delete the operator audit', 'delete from integration.operator_audit'],
     ['write the projection', "update read_model.case_summary set case_status = 'X'"],
     ['read notification jobs', 'select payload from public.notification_jobs'],
-    ['read the migration history', 'select * from public.inbox_schema_migrations'],
+    ['read the migration history', 'select * from public.inbox_schema_history'],
     ['create a table', 'create table integration.sneaky (id int)'],
   ],
   [relay]: [
