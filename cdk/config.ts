@@ -81,8 +81,12 @@ const consumerSettings = z.object({
    * exhausted records go to the on-failure bucket, never silently dropped.
    */
   retryAttempts: int(0, 10_000).default(100),
-  /** Records older than this go to the on-failure bucket (60 s - 7 days). */
-  maxRecordAgeSeconds: int(60, 604_800).default(6 * 3600),
+  /**
+   * Unset (the default): the mapping keeps records of any age, and retryAttempts alone bounds
+   * a failing batch. Set (60 s - 7 days): records older than this go to the on-failure bucket
+   * before the ingest function sees them, which synth warns about (cdk/constructs/kafka-ingest.ts).
+   */
+  maxRecordAgeSeconds: int(60, 604_800).optional(),
   /** Ingest function memory and timeout. */
   ingestMemoryMb: int(128, 10_240).default(512),
   ingestTimeoutSeconds: int(3, 900).default(60),

@@ -1,11 +1,12 @@
 /**
  * One consumer's ingest side: the ingest function and one MSK event-source mapping per
- * topic, in provisioned mode, with partial batch responses and bounded retries. Records the
- * mapping gives up on (retries or age exhausted: the database was down for that long) go
- * to the on-failure bucket with their payload, so nothing is dropped silently. A consumer
+ * topic, in provisioned mode, with partial batch responses and bounded retries, keeping
+ * records of any age by default. Records the mapping gives up on (retries exhausted: the
+ * database was down for that long) go to the on-failure bucket with their payload, so
+ * nothing is dropped silently; `ops reingest-failed` brings them back. A consumer
  * that declares a schema registry gets it on every one of its mappings, and nothing else does.
  */
-import { Duration, Stack } from 'aws-cdk-lib';
+import { Annotations, Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { ConfluentSchemaRegistry, GlueSchemaRegistry, ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -85,6 +86,7 @@ export class KafkaIngest extends Construct {
 
     const registry = consumer.schemaRegistry === undefined ? undefined : this.schemaRegistry(consumer.schemaRegistry);
     this.addMappings(props, registry);
+    if (consumer.maxRecordAgeSeconds !== undefined) this.warnOfRecordAge(consumer.name, consumer.maxRecordAgeSeconds);
     this.grantKafka(props);
 
     acknowledge(this.function, [
@@ -124,7 +126,7 @@ export class KafkaIngest extends Construct {
         reportBatchItemFailures: true,
         bisectBatchOnError: true,
         retryAttempts: consumer.retryAttempts,
-        maxRecordAge: Duration.seconds(consumer.maxRecordAgeSeconds),
+        ...(consumer.maxRecordAgeSeconds === undefined ? {} : { maxRecordAge: Duration.seconds(consumer.maxRecordAgeSeconds) }),
         onFailure,
         // ERROR_COUNT carries SchemaRegistryErrorCount, the one trace of records that failed validation.
         metricsConfig: { metrics: [lambda.MetricType.EVENT_COUNT, lambda.MetricType.ERROR_COUNT, lambda.MetricType.KAFKA_METRICS] },
@@ -134,6 +136,20 @@ export class KafkaIngest extends Construct {
       this.eventSourceMappingIds.push(source.eventSourceMappingId);
       this.eventSourceMappingArns.push(source.eventSourceMappingArn);
     }
+  }
+
+  /**
+   * A finite record age discards by age: the mapping sends older records to the on-failure
+   * bucket without invoking the function, whatever retries remain. Synth says what that costs.
+   */
+  private warnOfRecordAge(name: string, seconds: number): void {
+    Annotations.of(this).addWarningV2(
+      'kafka-inbox:finite-record-age',
+      `${name}: maxRecordAgeSeconds is ${seconds} (${(seconds / 3600).toFixed(1)} h). Its mappings send records older than that to the ` +
+        'on-failure bucket before the ingest function sees them: a first deploy with TRIM_HORIZON on a topic with older history, or an ' +
+        'ingest pause or outage longer than that, puts them there, to be re-ingested by hand (ops reingest-failed). ' +
+        'Leave it unset to keep records of any age; retryAttempts still bounds a failing batch.',
+    );
   }
 
   /**
