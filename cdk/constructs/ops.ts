@@ -7,6 +7,9 @@
  *                      the consumer's ingest mappings; resume wakes the consumer's worker.
  *   schedule-replay    CreateSchedule of ops-replay-* schedules in the inbox's group, under a
  *                      role of their own that can invoke this function and nothing else.
+ *   reingest-failed    reads the on-failure bucket's objects (ListBucket, GetObject under
+ *                      aws/lambda/, where the mappings write) and invokes the consumer's
+ *                      ingest function with each batch.
  *
  * Nothing here grows with the consumers, so a consumer added in a consumer stack changes
  * neither this function's environment nor its policy. It finds a consumer's schedule,
@@ -17,6 +20,7 @@
  */
 import { ArnFormat, Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
@@ -35,7 +39,12 @@ export interface OpsProps {
   stageId: string;
   /** The SSM path of the consumer directory (ends with a slash). */
   directoryPath: string;
+  /** The ingest mappings' on-failure bucket (reingest-failed). */
+  failedRecords: s3.IBucket;
 }
+
+/** Where Lambda writes the batches a mapping gave up on: `aws/lambda/<mapping UUID>/…`. */
+const FAILED_BATCH_PREFIX = 'aws/lambda/';
 
 const SCHEDULER = 'scheduler.amazonaws.com';
 
@@ -53,6 +62,7 @@ export class Ops extends Construct {
     this.function = this.createFunction(props);
     this.grantSwitches(props);
     this.grantReplaySchedules(props);
+    this.grantReingestFailed(props);
     // The roles a schedule it writes runs as: the workers' schedules' (pause, resume) and the
     // replays' (schedule-replay); passed to EventBridge Scheduler and to no other service.
     this.function.addToRolePolicy(
@@ -80,6 +90,7 @@ export class Ops extends Construct {
         // The function's own ARN comes from its invocation context (in the environment it
         // would be a circular reference).
         SCHEDULER_ROLE_ARN: this.replayRole.roleArn,
+        FAILED_RECORDS_BUCKET: props.failedRecords.bucketName,
       },
     });
     // The one-time replay schedules invoke it asynchronously.
@@ -144,6 +155,43 @@ export class Ops extends Construct {
         reason:
           'What ops switches lives in the consumer stacks and grows with them: the worker schedules by their name pattern (worker-*) in the inbox group, the consumer directory by its SSM path, the workers and ingest mappings by the tag their stack gives them for this stage (aws:ResourceTag condition).',
         findings: [workerSchedules, directory, anyFunction, anyMapping].map((arn) => resourceFinding(this, arn)),
+      },
+    ]);
+  }
+
+  /**
+   * reingest-failed: list and read the failed batches (the mappings' prefix only; no write or
+   * delete), and invoke this stage's ingest functions, which their consumer stack tags.
+   */
+  private grantReingestFailed(props: OpsProps): void {
+    const batches = props.failedRecords.arnForObjects(`${FAILED_BATCH_PREFIX}*`);
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['s3:ListBucket'],
+        resources: [props.failedRecords.bucketArn],
+        conditions: { StringLike: { 's3:prefix': `${FAILED_BATCH_PREFIX}*` } },
+      }),
+    );
+    this.function.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:GetObject'], resources: [batches] }));
+    const anyFunction = Stack.of(this).formatArn({
+      service: 'lambda',
+      resource: 'function',
+      resourceName: '*',
+      arnFormat: ArnFormat.COLON_RESOURCE_NAME,
+    });
+    this.function.addToRolePolicy(
+      new iam.PolicyStatement({
+        actions: ['lambda:InvokeFunction'],
+        resources: [anyFunction],
+        conditions: { StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: props.stageId } },
+      }),
+    );
+    acknowledge(this.function, [
+      {
+        id: 'AwsSolutions-IAM5',
+        reason:
+          "reingest-failed reads the objects the mappings write under aws/lambda/ (their names are the mappings' UUIDs and times), and invokes the ingest functions of this stage's consumer stacks, found by their tag (aws:ResourceTag condition).",
+        findings: [batches, anyFunction].map((arn) => resourceFinding(this, arn)),
       },
     ]);
   }

@@ -168,11 +168,12 @@ export class ConsumerStack extends Stack {
         workerSchedule: built.worker.schedule.scheduleName,
         workerFunction: built.worker.function.functionName,
         ingestMappings: built.ingest.eventSourceMappingIds,
+        ingestFunction: built.ingest.function.functionName,
       };
       new ssm.StringParameter(built, 'DirectoryEntry', {
         parameterName: directoryParameterName(consumerDirectoryPath(config), consumer.name),
         stringValue: this.toJsonString(entry),
-        description: `Kafka inbox ${config.stage}: what ops pause/resume switch for ${consumer.name}`,
+        description: `Kafka inbox ${config.stage}: what ops pause/resume switch and reingest-failed invokes for ${consumer.name}`,
       });
     }
     acknowledgeLogRetentionProvider(this);

@@ -109,6 +109,7 @@ export class PlatformStack extends Stack {
       schedules: this.schedules,
       stageId,
       directoryPath: consumerDirectoryPath(config),
+      failedRecords: this.failedRecords,
     });
     // The checklist's way to run ops commands where the database is reachable only in the VPC.
     new CfnOutput(this, 'OpsFunctionName', {

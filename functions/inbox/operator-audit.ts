@@ -6,7 +6,7 @@ import type { Queryable } from '../lib/db';
 import { toPage } from './quarantine';
 import { sinceBound, type Since } from './since';
 
-/** The actions the table's check constraint admits (migrations 0070, 0100). */
+/** The actions the table's check constraint admits (migrations 0070, 0100, 0170). */
 export const OPERATOR_ACTIONS = [
   'replay',
   'resolve',
@@ -15,6 +15,7 @@ export const OPERATOR_ACTIONS = [
   'resume',
   'schedule-replay',
   'scheduled-replay-refused',
+  'reingest-failed',
 ] as const;
 export type OperatorAction = (typeof OPERATOR_ACTIONS)[number];
 export type ActionSource = 'cli' | 'lambda' | 'schedule';

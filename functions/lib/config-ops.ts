@@ -1,6 +1,7 @@
 /**
  * The operator function's settings: where it finds each consumer's worker schedule, worker
- * function and ingest mappings (pause, resume), and what a one-time replay schedule invokes.
+ * function and ingest mappings (pause, resume), the on-failure bucket (reingest-failed), and
+ * what a one-time replay schedule invokes.
  */
 import { z } from 'zod';
 import { jsonRecord } from './env-values';
@@ -26,6 +27,8 @@ export const opsEnv = {
     .trim()
     .regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /')
     .optional(),
+  /** The ingest mappings' on-failure bucket, which ops reingest-failed reads. */
+  FAILED_RECORDS_BUCKET: z.string().trim().min(3).optional(),
   /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
   OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
   /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
@@ -41,6 +44,8 @@ export interface OpsConfig {
   workerFunctions: Record<string, string>;
   /** The SSM path of the consumer directory, where ops finds a consumer's schedule, worker and mappings in AWS. */
   consumerDirectory?: string;
+  /** The on-failure bucket (ops reingest-failed). */
+  failedRecordsBucket?: string;
 }
 
 export interface SchedulerConfig {
@@ -55,6 +60,7 @@ export function opsConfig(e: OpsEnv): OpsConfig {
     ingestMappings: e.INGEST_MAPPINGS ?? {},
     workerFunctions: e.WORKER_FUNCTIONS ?? {},
     ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
+    ...(e.FAILED_RECORDS_BUCKET !== undefined ? { failedRecordsBucket: e.FAILED_RECORDS_BUCKET } : {}),
   };
 }
 

@@ -8,6 +8,7 @@
 import { pathToFileURL } from 'node:url';
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { S3Client } from '@aws-sdk/client-s3';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
 import { createSql } from '../lib/db';
@@ -139,6 +140,7 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
   let schedulerClient: SchedulerClient | undefined;
   let lambdaClient: LambdaClient | undefined;
   let ssmClient: SSMClient | undefined;
+  let s3Client: S3Client | undefined;
   try {
     const scheduler = {
       send: ((command: never) => (schedulerClient ??= new SchedulerClient({})).send(command)) as SchedulerClient['send'],
@@ -149,13 +151,16 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     const ssm = {
       send: ((command: never) => (ssmClient ??= new SSMClient({})).send(command)) as SSMClient['send'],
     };
+    const s3 = {
+      send: ((command: never) => (s3Client ??= new S3Client({})).send(command)) as S3Client['send'],
+    };
     // An audit row the database refused (functions/ops/command.ts recordOrLog) goes to stderr.
     const logger = {
       info: () => {},
       error: (message: string, extra: Record<string, unknown>) => io.stderr(JSON.stringify({ level: 'ERROR', message, ...extra })),
     };
     const result = await runCommand(
-      { sql, scheduler, lambda, ssm, config, logger },
+      { sql, scheduler, lambda, ssm, s3, config, logger },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );
@@ -177,6 +182,7 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
     schedulerClient?.destroy();
     lambdaClient?.destroy();
     ssmClient?.destroy();
+    s3Client?.destroy();
     await sql.end({ timeout: 5 });
   }
 }

@@ -7,6 +7,7 @@
 import { userInfo } from 'node:os';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import type { S3Client } from '@aws-sdk/client-s3';
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { z } from 'zod';
 import { CONSUMERS } from '../consumers';
@@ -26,11 +27,16 @@ export interface OpsDeps {
   sql: Sql;
   /** Only the schedule commands use it. */
   scheduler: Pick<SchedulerClient, 'send'>;
-  /** Only pause/resume --ingest use it (event-source mappings). */
+  /** pause/resume --ingest (event-source mappings), resume (wakes a worker), reingest-failed (invokes an ingest function). */
   lambda: Pick<LambdaClient, 'send'>;
-  /** Only pause/resume use it, in AWS: the consumer directory (./consumer-directory.ts). */
+  /** pause/resume and reingest-failed use it, in AWS: the consumer directory (./consumer-directory.ts). */
   ssm?: Pick<SSMClient, 'send'>;
-  config: Pick<Config, 'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes' | 'consumerDirectory'>;
+  /** Only reingest-failed uses it: the on-failure bucket. */
+  s3?: Pick<S3Client, 'send'>;
+  config: Pick<
+    Config,
+    'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes' | 'consumerDirectory' | 'failedRecordsBucket'
+  >;
   /** The declared consumers (default: functions/consumers). */
   consumers?: readonly ConsumerDeclaration[];
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */

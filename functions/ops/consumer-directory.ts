@@ -14,6 +14,11 @@ export const consumerDirectoryEntrySchema = z.object({
   workerSchedule: z.string().min(1),
   workerFunction: z.string().min(1),
   ingestMappings: z.array(z.string().min(1)),
+  /**
+   * The ingest function (reingest-failed). Optional: an entry written by a consumer stack of
+   * the release before it has none, and pause and resume must still read that entry.
+   */
+  ingestFunction: z.string().min(1).optional(),
 });
 export type ConsumerDirectoryEntry = z.output<typeof consumerDirectoryEntrySchema>;
 

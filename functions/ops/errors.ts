@@ -17,6 +17,8 @@ export const OpsErrorCodes = {
   NOT_CONFIGURED: 'NOT_CONFIGURED',
   /** An action on AWS and the database where one side failed: the message says what holds. */
   PARTIALLY_APPLIED: 'PARTIALLY_APPLIED',
+  /** reingest-failed --apply while the consumer's ingest is paused: nothing was ingested. */
+  INGEST_PAUSED: 'INGEST_PAUSED',
   /** A scheduled replay that is unknown, already ran or is not yet due: nothing was replayed. */
   REPLAY_REFUSED: 'REPLAY_REFUSED',
 } as const;

@@ -9,6 +9,7 @@
  * event; the one-time schedules of schedule-replay carry the scheduling operator's name.
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
+import { S3Client } from '@aws-sdk/client-s3';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { loadConfig } from '../lib/config';
@@ -21,5 +22,6 @@ const { logger } = createObservability(config, 'ops');
 const scheduler = new SchedulerClient({});
 const lambda = new LambdaClient({});
 const ssm = new SSMClient({});
+const s3 = new S3Client({});
 
-export const handler = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, config }), logger);
+export const handler = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, s3, config }), logger);

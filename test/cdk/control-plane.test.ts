@@ -320,7 +320,9 @@ describe("the control plane's least privilege", () => {
 
   it("lets ops resume wake a worker of this stage's consumer stacks (its tag), found in the consumer directory", () => {
     const workers = functionsBy(s.stateless, /^Kafka inbox worker: /);
-    const invoke = opsStatements().filter((st) => actionsOf(st).includes('lambda:InvokeFunction'));
+    const invoke = opsStatements().filter(
+      (st) => actionsOf(st).includes('lambda:InvokeFunction') && JSON.stringify(st).includes(`aws:ResourceTag/${WORKER_TAG}`),
+    );
     expect(invoke).toHaveLength(1);
     expect(JSON.stringify(invoke[0]!.Resource)).toContain(':function:*');
     expect((invoke[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({
@@ -337,6 +339,44 @@ describe("the control plane's least privilege", () => {
     );
     for (const [id] of workers) expect(entries).toContain(`{"Ref":"${id}"}`);
     expect(Object.keys(ops()[1].Properties.Environment.Variables)).not.toContain('WORKER_FUNCTIONS');
+  });
+
+  it('lets ops reingest-failed read the failed batches (no write or delete) and invoke the ingest functions of this stage, by their tag', () => {
+    const [bucketId] = resources(s.platform, 'AWS::S3::Bucket')[0]!;
+    expect(ops()[1].Properties.Environment.Variables.FAILED_RECORDS_BUCKET).toEqual({ Ref: bucketId });
+    const onBucket = opsStatements().filter((st) => JSON.stringify(st.Resource).includes(bucketId));
+    expect(
+      onBucket.map((st) => ({ actions: actionsOf(st), resource: st.Resource, condition: (st as { Condition?: unknown }).Condition })),
+    ).toEqual([
+      {
+        actions: ['s3:ListBucket'],
+        resource: { 'Fn::GetAtt': [bucketId, 'Arn'] },
+        condition: { StringLike: { 's3:prefix': 'aws/lambda/*' } },
+      },
+      {
+        actions: ['s3:GetObject'],
+        resource: { 'Fn::Join': ['', [{ 'Fn::GetAtt': [bucketId, 'Arn'] }, '/aws/lambda/*']] },
+        condition: undefined,
+      },
+    ]);
+    const invoke = opsStatements().filter(
+      (st) => actionsOf(st).includes('lambda:InvokeFunction') && JSON.stringify(st).includes(`aws:ResourceTag/${INGEST_TAG}`),
+    );
+    expect(invoke).toHaveLength(1);
+    expect(actionsOf(invoke[0]!)).toEqual(['lambda:InvokeFunction']);
+    expect((invoke[0] as PolicyStatement & { Condition: unknown }).Condition).toEqual({
+      StringEquals: { [`aws:ResourceTag/${INGEST_TAG}`]: 'KafkaInbox-dev' },
+    });
+    // The functions that carry the tag are the ingest functions, each named in its consumer's directory entry.
+    const ingest = functionsBy(s.stateless, /^Kafka inbox ingest: /);
+    const tagged = resources(s.stateless, 'AWS::Lambda::Function').filter(([, f]) =>
+      JSON.stringify(f.Properties.Tags ?? []).includes(INGEST_TAG),
+    );
+    expect(tagged.map(([id]) => id).sort()).toEqual(ingest.map(([id]) => id).sort());
+    const entries = JSON.stringify(
+      resources(s.stateless, 'AWS::SSM::Parameter').filter(([, p]) => String(p.Properties.Name).startsWith('/KafkaInbox/dev/consumers/')),
+    );
+    for (const [id] of ingest) expect(entries).toContain(`\\"ingestFunction\\":\\"",{"Ref":"${id}"}`);
   });
 
   it("lets the schedules' role invoke the workers and relays of this stage's consumer stacks by their tag, and them alone", () => {

@@ -136,12 +136,17 @@ export async function insertPoisonRow(sql: Queryable, spec: PoisonRowSpec = {}):
 }
 
 /** A consumer's processing paused, as ops pause records it (with an audit row of its own). */
-export async function pauseConsumer(sql: Queryable, consumerName: string, by = 'alice'): Promise<void> {
+export async function pauseConsumer(
+  sql: Queryable,
+  consumerName: string,
+  by = 'alice',
+  target: 'worker' | 'ingest' = 'worker',
+): Promise<void> {
   const [audit] = await sql<{ audit_id: string }[]>`
     insert into integration.operator_audit (action, actor, source, consumer_names, affected_count)
     values ('pause', ${by}, 'cli', array[${consumerName}]::text[], 1)
     returning audit_id`;
   await sql`
     insert into integration.consumer_pause (consumer_name, target, paused_by, reason, audit_id)
-    values (${consumerName}, 'worker', ${by}, 'INC-9', ${audit!.audit_id})`;
+    values (${consumerName}, ${target}, ${by}, 'INC-9', ${audit!.audit_id})`;
 }

@@ -10,6 +10,7 @@ import { poisonReingest } from './poison-reingest';
 import { poisonShow } from './poison-show';
 import { quarantine } from './quarantine';
 import { quarantineList } from './quarantine-list';
+import { reingestFailed } from './reingest-failed';
 import { replay } from './replay';
 import { resolve } from './resolve';
 import { resume } from './resume';
@@ -29,6 +30,7 @@ export const COMMANDS = {
   'poison-list': poisonList,
   'poison-show': poisonShow,
   'poison-reingest': poisonReingest,
+  'reingest-failed': reingestFailed,
   pause,
   resume,
   audit,
