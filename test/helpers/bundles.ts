@@ -1,0 +1,87 @@
+/**
+ * The functions as they ship: each handler of a source tree bundled with the CDK app's
+ * esbuild settings (ESM, minified, AWS SDK clients external), then imported and invoked in a
+ * fresh Node.js process, configured only through its environment, as in Lambda.
+ *
+ * Used for this checkout (test/db/bundles.test.ts) and for the previous release's tree
+ * (test/db/upgrade/): a bundle's external @aws-sdk clients resolve from the node_modules
+ * above the folder it is written to, so write it inside the tree it was built from.
+ */
+import { execFile } from 'node:child_process';
+import { cp, mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import { build } from 'esbuild';
+import { BUNDLE } from '../../cdk/constructs/inbox-function';
+
+const run = promisify(execFile);
+const INVOKE = fileURLToPath(new URL('../db/fixtures/invoke-bundle.mjs', import.meta.url));
+
+export const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
+export type FunctionName = (typeof FUNCTIONS)[number];
+
+/** Where the bundle of `fn` is written under `outDir`. */
+export const bundleOf = (outDir: string, fn: FunctionName): string => join(outDir, fn, 'index.mjs');
+
+/**
+ * Bundle `functions/<fn>/handler.ts` of `sourceRoot` for each function into `outDir`, and
+ * copy the tree's migrations/ beside the migration function's bundle (what the migrations
+ * construct's afterBundling hook does).
+ */
+export async function buildBundles(sourceRoot: string, outDir: string, functions: readonly FunctionName[] = FUNCTIONS): Promise<void> {
+  await Promise.all(
+    functions.map((fn) =>
+      build({
+        entryPoints: [join(sourceRoot, 'functions', fn, 'handler.ts')],
+        outfile: bundleOf(outDir, fn),
+        absWorkingDir: sourceRoot,
+        bundle: true,
+        logLevel: 'silent',
+        format: BUNDLE.format,
+        target: BUNDLE.target,
+        platform: BUNDLE.platform,
+        mainFields: [...BUNDLE.mainFields],
+        minify: BUNDLE.minify,
+        banner: { js: BUNDLE.banner },
+        external: [...BUNDLE.external],
+      }),
+    ),
+  );
+  if (functions.includes('migrate')) {
+    await mkdir(join(outDir, 'migrate', 'migrations'), { recursive: true });
+    await cp(join(sourceRoot, 'migrations'), join(outDir, 'migrate', 'migrations'), { recursive: true });
+  }
+}
+
+export interface BundleOutput {
+  stdout: string;
+  stderr: string;
+}
+
+/**
+ * Invoke a bundled handler in its own process with `event` and a context whose time left
+ * starts at `remainingMs`. The environment is `env` and PATH only, as in Lambda. Rejects
+ * (with stdout and stderr) when the handler throws.
+ */
+export function invokeBundle(
+  bundle: string,
+  event: unknown,
+  env: Record<string, string>,
+  options: { requestId?: string; remainingMs?: number; cwd?: string } = {},
+): Promise<BundleOutput> {
+  const remaining = options.remainingMs ?? 60_000;
+  return run(process.execPath, [INVOKE, bundle, JSON.stringify(event), String(remaining), options.requestId ?? 'req-bundle'], {
+    ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
+    timeout: remaining + 10_000,
+    maxBuffer: 64 * 1024 * 1024,
+    env: { PATH: process.env.PATH ?? '', ...env },
+  });
+}
+
+/** The handler's result in an invocation's output (the line invoke-bundle.mjs prints). */
+export function resultOf(output: BundleOutput): unknown {
+  const line = output.stdout.split('\n').find((l) => l.startsWith('RESULT '));
+  if (line === undefined) throw new Error(`no RESULT line in the invocation's output:\n${output.stdout}\n${output.stderr}`);
+  return JSON.parse(line.slice('RESULT '.length)) as unknown;
+}
