@@ -109,6 +109,25 @@ describe('the bundled functions', () => {
     }
   });
 
+  it('migrate: on a database a later release migrated (a rollback), applies nothing and leaves the roles as they are', async () => {
+    const projectionWorker = workerRoleOf(getConsumer('case-projection'));
+    const canRead = async () =>
+      (await db.sql<{ ok: boolean }[]>`select has_table_privilege(${projectionWorker}, 'read_model.case_summary', 'SELECT') as ok`)[0]!.ok;
+    await db.sql`insert into public.inbox_schema_history (version, name, checksum) values (9001, '9001_later_release.sql', 'statements-sha256:00')`;
+    // What provisioning would grant back, were it to run.
+    await db.sql`revoke select on read_model.case_summary from ${db.sql(projectionWorker)}`;
+    try {
+      const files = (await loadMigrations(MIGRATIONS_DIR)).map((m) => m.name);
+      const { stdout } = await invokeOutput('migrate', {}, { LOG_LEVEL: 'INFO' });
+      expect(resultOf({ stdout, stderr: '' })).toEqual({ applied: [], alreadyApplied: files.length, newer: ['9001_later_release.sql'] });
+      expect(stdout).toContain('a later release migrated this database (9001_later_release.sql)');
+      expect(await canRead()).toBe(false);
+    } finally {
+      await db.sql`delete from public.inbox_schema_history where version = 9001`;
+      await db.sql`grant select on read_model.case_summary to ${db.sql(projectionWorker)}`;
+    }
+  });
+
   it('ingest → worker → reaper → ops: one batch stored, processed, reported', async () => {
     const topic = 'regulatory.case.events.v1';
     const event = mskEvent([
