@@ -43,7 +43,7 @@ const KEYS = Number(args.keys);
 const RATE = Number(args.rate);
 
 const server = await benchServer({ autovacuum: 'off', max_wal_size: '8GB', full_page_writes: 'off', synchronous_commit: 'off' });
-const sql = postgres(server.url, { max: 1, onnotice: () => {}, types: TYPES }) as unknown as Sql;
+const sql = postgres(server.url, { max: 2, onnotice: () => {}, types: TYPES }) as unknown as Sql;
 
 interface Relation {
   name: string;

@@ -10,7 +10,7 @@ import { migrate } from '../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 
 const config = parseConfig(process.env);
-const sql = await createSql({ ...config.database, poolMax: 1 });
+const sql = await createSql({ ...config.database, poolMax: 2 });
 try {
   const result = await migrate(sql, await loadMigrations(MIGRATIONS_DIR), { log: (m) => console.log(m) });
   console.log(`migrations: ${result.applied.length} applied, ${result.alreadyApplied} already applied`);

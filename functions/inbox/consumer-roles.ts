@@ -47,8 +47,9 @@ export async function provisionConsumerRoles(sql: Sql, consumers: readonly Consu
     seen.set(r.role, r.consumerName);
   }
   return sql.begin(async (tx) => {
-    // Server-wide roles, per-database grants: serialize this database's runs (two deploys racing).
-    await tx`select pg_advisory_xact_lock(hashtext('kafka-inbox:consumer-roles'))`;
+    // Server-wide roles, per-database grants: serialize this database's runs (two deploys
+    // racing) on a table no function's role may lock, unlike an advisory key anyone may take.
+    await tx`lock table integration.consumer_role in share row exclusive mode`;
     for (const r of roles) {
       await tx`select integration.provision_consumer_role(${r.role}, ${r.consumerName}, ${r.kind}, ${r.groups}::name[])`;
       const consumer = consumers.find((c) => c.name === r.consumerName)!;

@@ -10,10 +10,12 @@
  *   newest file) is up to date for this release: the runner says so and changes nothing.
  *   That is what a CloudFormation rollback runs: this release's migration function on the
  *   later release's schema, which the later release left working for this one.
- * - Concurrent runs (two deploys racing) serialize on an advisory lock taken per file, and
- *   re-check inside the lock, so each file is applied exactly once. A transaction-scoped
- *   lock is safe behind RDS Proxy (no session pinning); a file outside a transaction holds
- *   the same key for its session, on a connection straight to the cluster.
+ * - Concurrent runs (two deploys racing) serialize on a lock of the ledger table taken per
+ *   file, and re-check inside it, so each file is applied exactly once. A table only the
+ *   owner may touch, rather than an advisory key: any role may take any advisory key, and a
+ *   function's role that held this one would stall every deploy. Transaction-scoped, so safe
+ *   behind RDS Proxy; a file outside a transaction holds it in a second connection's
+ *   transaction while its statements run.
  * - Bounded waits. Every statement runs under a lock_timeout: a DDL statement that cannot
  *   take its lock soon gives up instead of queueing every function's statements behind its
  *   request, and the file is tried again after a growing pause, a bounded number of times.
@@ -57,8 +59,9 @@ export interface MigrateResult {
   newer: string[];
 }
 
+// Only while the ledger does not exist yet (the first run on a database): nothing to lock then.
 // Any constant works; it only has to be the same for every runner of this project.
-const LOCK_KEY = 'kafka-inbox:migrations';
+const CREATION_LOCK_KEY = 'kafka-inbox:migrations';
 
 /**
  * Where the runner records applied files. The ledger of the runners released up to
@@ -81,14 +84,21 @@ interface AppliedRow {
   checksum: string;
 }
 
+/** The runners' lock, until the transaction ends: self-conflicting, and the functions' roles have no privilege on the ledger. */
 async function lock(tx: TransactionSql): Promise<void> {
-  await tx`select pg_advisory_xact_lock(hashtext(${LOCK_KEY}))`;
+  await tx`lock table public.inbox_schema_history in share row exclusive mode`;
+}
+
+async function ledgerExists(q: Sql | TransactionSql): Promise<boolean> {
+  const [ledger] = await q<{ exists: boolean }[]>`select to_regclass('public.inbox_schema_history') is not null as exists`;
+  return ledger!.exists;
 }
 
 /** The ledger, and the legacy one; a new ledger starts with what the legacy one holds. */
 async function ensureLedgers(sql: Sql): Promise<void> {
+  if (await ledgerExists(sql)) return;
   await sql.begin(async (tx) => {
-    await lock(tx);
+    await tx`select pg_advisory_xact_lock(hashtext(${CREATION_LOCK_KEY}))`;
     await tx`
       create table if not exists public.inbox_schema_migrations (
         version     integer primary key,
@@ -96,8 +106,7 @@ async function ensureLedgers(sql: Sql): Promise<void> {
         checksum    text not null,
         applied_at  timestamptz not null default now()
       )`;
-    const [ledger] = await tx<{ exists: boolean }[]>`select to_regclass('public.inbox_schema_history') is not null as exists`;
-    if (ledger!.exists) return;
+    if (await ledgerExists(tx)) return;
     await tx`
       create table public.inbox_schema_history (
         version     integer primary key,
@@ -265,34 +274,42 @@ async function dropInvalidIndex(conn: ReservedSql, statement: string, log: (mess
 }
 
 /**
- * A file outside a transaction: its statements one by one on one connection, under the
- * runners' lock held for the session, each retried on its own lock waits; recorded once all
- * ran. Cut short, it runs again from its first statement, which is why they must be safe to
- * repeat (docs/migrations.md).
+ * A file outside a transaction: its statements one by one on one connection, each retried
+ * on its own lock waits, while a second connection's transaction holds the runners' lock and
+ * records the file once all ran. Until then that transaction runs only SET and LOCK, which
+ * take no snapshot, so a concurrent index build does not wait for it. Cut short, the file
+ * runs again from its first statement, which is why they must be safe to repeat
+ * (docs/migrations.md).
  */
 async function applyOutsideTransaction(sql: Sql, migration: Migration, migrations: Migration[], settings: Settings): Promise<boolean> {
+  if (sql.options.max < 2)
+    throw new MigrationError(`migration ${migration.name} runs outside a transaction: it needs a pool of two connections`);
   const conn = await sql.reserve();
   try {
-    await conn`select set_config('statement_timeout', ${String(settings.statementTimeoutMs)}, false)`;
-    await conn`select pg_advisory_lock(hashtext(${LOCK_KEY}))`;
-    try {
+    return await sql.begin(async (guard) => {
+      await guard.unsafe(`set local statement_timeout = ${Math.trunc(settings.statementTimeoutMs)}`);
+      // It waits, idle, for as long as the statements take: no role setting may end it meanwhile.
+      await guard.unsafe('set local idle_in_transaction_session_timeout = 0');
+      await lock(guard);
       const current = await appliedMigrations(conn);
       verify(current, migrations);
       if (current.has(migration.version)) return false;
+      await conn`select set_config('statement_timeout', ${String(settings.statementTimeoutMs)}, false)`;
       await conn`select set_config('lock_timeout', ${String(settings.lockTimeoutMs)}, false)`;
-      for (const statement of splitStatements(migration.sql)) {
-        await withLockRetries(settings, migration.name, async () => {
-          await dropInvalidIndex(conn, statement, settings.log);
-          await conn.unsafe(statement);
-          return true;
-        });
+      try {
+        for (const statement of splitStatements(migration.sql)) {
+          await withLockRetries(settings, migration.name, async () => {
+            await dropInvalidIndex(conn, statement, settings.log);
+            await conn.unsafe(statement);
+            return true;
+          });
+        }
+      } finally {
+        await conn`select set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false)`;
       }
-      await record(conn, migration);
+      await record(guard, migration);
       return true;
-    } finally {
-      await conn`select pg_advisory_unlock(hashtext(${LOCK_KEY}))`;
-      await conn`select set_config('lock_timeout', '0', false), set_config('statement_timeout', '0', false)`;
-    }
+    });
   } finally {
     conn.release();
   }

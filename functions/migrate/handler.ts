@@ -33,7 +33,8 @@ const RESERVED_MS = 30_000;
  * container kept from the last deploy must not try yesterday's password.
  */
 export async function handler(_event?: unknown, context?: Pick<Context, 'getRemainingTimeInMillis'>): Promise<MigrateResult> {
-  const sql = await createSql({ ...config.database, poolMax: 1 });
+  // Two: a file outside a transaction runs on one while the other holds the runners' lock.
+  const sql = await createSql({ ...config.database, poolMax: 2 });
   try {
     const migrations = await loadMigrations(BUNDLED_MIGRATIONS_DIR);
     const remaining = context?.getRemainingTimeInMillis();

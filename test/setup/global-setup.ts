@@ -32,7 +32,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database "${template}"`);
-  const tpl = postgres(withDatabase(adminUrl, template), { max: 1, onnotice: () => {} });
+  const tpl = postgres(withDatabase(adminUrl, template), { max: 2, onnotice: () => {} });
   try {
     await migrate(tpl as unknown as Sql, await loadMigrations(MIGRATIONS_DIR));
     await provisionConsumerRoles(tpl as unknown as Sql, CONSUMERS);

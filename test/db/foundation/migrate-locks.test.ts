@@ -1,15 +1,18 @@
 /**
  * The runner's bounded waits: a statement that cannot take its lock within lock_timeout
- * gives up, the file is tried again after a pause, a bounded number of times; and files
- * that run outside a transaction (CREATE INDEX CONCURRENTLY), including one cut short.
+ * gives up, the file is tried again after a pause, a bounded number of times; files that
+ * run outside a transaction (CREATE INDEX CONCURRENTLY), including one cut short; and the
+ * runners' own lock, which no function's role can take.
  */
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { migrate } from '../../../functions/lib/migrate';
-import { loadMigrations, MigrationError, NO_TRANSACTION_DIRECTIVE } from '../../../functions/lib/migration-files';
-import { emptyDatabase, type TestDatabase } from '../../helpers/db';
+import { getConsumer } from '../../../functions/consumers';
+import { workerRoleOf } from '../../../functions/lib/database-roles';
+import { loadMigrations, MigrationError, MIGRATIONS_DIR, NO_TRANSACTION_DIRECTIVE } from '../../../functions/lib/migration-files';
+import { createTestDatabase, emptyDatabase, type TestDatabase } from '../../helpers/db';
 
 async function folderWith(files: Record<string, string>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), 'migrations-'));
@@ -170,6 +173,44 @@ describe('files outside a transaction', () => {
 
       expect(log).toContain('dropping public.codes_code, left invalid by a build that did not finish');
       expect(await validity()).toEqual([{ valid: true }]);
+    } finally {
+      await db.drop();
+    }
+  });
+});
+
+describe("the runners' lock", () => {
+  it("is a table the functions' roles cannot lock, and the advisory key they can take stalls no deploy", async () => {
+    const db = await createTestDatabase();
+    try {
+      const worker = db.client({ role: workerRoleOf(getConsumer('case-projection')), max: 1 });
+      for (const table of ['public.inbox_schema_history', 'integration.consumer_role']) {
+        const refused = await worker
+          .begin((tx) => tx`lock table ${tx(table)} in access exclusive mode`)
+          .catch((e: { code?: string }) => e.code);
+        expect(refused, table).toBe('42501');
+      }
+      // The key the runners took before: any role can hold it, and no runner waits for it now.
+      await worker`select pg_advisory_lock(hashtext('kafka-inbox:migrations'))`;
+      const dir = await folderWith({ '9001_after.sql': 'create table public.after_lock (id int);' });
+      for (const m of await loadMigrations(MIGRATIONS_DIR)) await writeFile(join(dir, m.name), m.sql);
+
+      const result = await migrate(db.sql, await loadMigrations(dir), { lockAttempts: 1 });
+
+      expect(result.applied).toEqual(['9001_after.sql']);
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('refuses a no-transaction file on a pool of one connection, which would wait on itself', async () => {
+    const db = await emptyDatabase();
+    try {
+      const one = db.client({ max: 1 });
+      const dir = await folderWith({ '0001_index.sql': `${NO_TRANSACTION_DIRECTIVE}\ncreate table if not exists t (x int);` });
+      await expect(migrate(one, await loadMigrations(dir))).rejects.toThrow(
+        /0001_index\.sql runs outside a transaction: it needs a pool of two connections/,
+      );
     } finally {
       await db.drop();
     }
