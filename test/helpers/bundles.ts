@@ -16,7 +16,7 @@ import { build } from 'esbuild';
 import { BUNDLE } from '../../cdk/constructs/inbox-function';
 
 const run = promisify(execFile);
-const INVOKE = fileURLToPath(new URL('../db/fixtures/invoke-bundle.mjs', import.meta.url));
+const INVOKE = fileURLToPath(new URL('../../tools/invoke-handler.mjs', import.meta.url));
 
 export const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
@@ -79,7 +79,7 @@ export function invokeBundle(
   });
 }
 
-/** The handler's result in an invocation's output (the line invoke-bundle.mjs prints). */
+/** The handler's result in an invocation's output (the line tools/invoke-handler.mjs prints). */
 export function resultOf(output: BundleOutput): unknown {
   const line = output.stdout.split('\n').find((l) => l.startsWith('RESULT '));
   if (line === undefined) throw new Error(`no RESULT line in the invocation's output:\n${output.stdout}\n${output.stderr}`);
