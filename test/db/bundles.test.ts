@@ -1,6 +1,6 @@
 /**
  * The functions as they ship: each handler bundled with the CDK app's esbuild settings
- * (ESM, minified, AWS SDK clients external), then imported and invoked in a fresh Node.js
+ * (tools/bundle.ts: ESM, minified, AWS SDK clients external), then imported and invoked in a fresh Node.js
  * process against a real database — configured only through its environment, as in
  * Lambda, and connected as its own database role (the migration function as the owner).
  * Catches what unit tests cannot: module-format and bundling problems, cold-start
@@ -12,10 +12,8 @@ import type { AddressInfo } from 'node:net';
 import { cp, mkdir, rm } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { BUNDLE } from '../../cdk/constructs/inbox-function';
 import {
   DatabaseRoles,
   ingestRoleOf,
@@ -26,6 +24,7 @@ import {
 } from '../../functions/lib/database-roles';
 import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
+import { bundleFunction, FUNCTIONS, type FunctionName as Fn } from '../../tools/bundle';
 import { withDatabase } from '../../tools/database-url';
 import { freePort } from '../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
@@ -37,29 +36,11 @@ const root = fileURLToPath(new URL('../../', import.meta.url));
 // Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
 // runtime's own copies would.
 const outDir = `${root}.tmp/bundles-${process.pid}`;
-const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
-type Fn = (typeof FUNCTIONS)[number];
 
 const db = await useTestDatabase();
 
 beforeAll(async () => {
-  await Promise.all(
-    FUNCTIONS.map((fn) =>
-      build({
-        entryPoints: [`${root}functions/${fn}/handler.ts`],
-        outfile: `${outDir}/${fn}/index.mjs`,
-        bundle: true,
-        logLevel: 'silent',
-        format: BUNDLE.format,
-        target: BUNDLE.target,
-        platform: BUNDLE.platform,
-        mainFields: [...BUNDLE.mainFields],
-        minify: BUNDLE.minify,
-        banner: { js: BUNDLE.banner },
-        external: [...BUNDLE.external],
-      }),
-    ),
-  );
+  await Promise.all(FUNCTIONS.map((fn) => bundleFunction(fn, outDir)));
   // What the migrations construct's afterBundling hook does.
   await mkdir(`${outDir}/migrate/migrations`, { recursive: true });
   await cp(MIGRATIONS_DIR, `${outDir}/migrate/migrations`, { recursive: true });

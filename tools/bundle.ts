@@ -1,0 +1,64 @@
+/**
+ * The functions bundled as the CDK app bundles them (BUNDLE in cdk/constructs/inbox-function.ts:
+ * ESM, minified, the AWS SDK clients external), for the tests that run the bundles and the
+ * benchmark that weighs them. Each lands in `<outDir>/<function>/index.mjs`, as Lambda
+ * would hold it.
+ */
+import { fileURLToPath } from 'node:url';
+import { build, type Metafile } from 'esbuild';
+import { BUNDLE } from '../cdk/constructs/inbox-function';
+
+export const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
+export type FunctionName = (typeof FUNCTIONS)[number];
+
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+export interface Bundled {
+  file: string;
+  metafile: Metafile;
+}
+
+/**
+ * Bundles `fn`'s handler into `<outDir>/<fn>/index.mjs`. `sourcemap` writes index.mjs.map
+ * beside it without changing a byte of the bundle (no sourceMappingURL comment): what runs
+ * is what ships.
+ */
+export async function bundleFunction(fn: FunctionName, outDir: string, options: { sourcemap?: boolean } = {}): Promise<Bundled> {
+  const file = `${outDir}/${fn}/index.mjs`;
+  const { metafile } = await build({
+    entryPoints: [`${ROOT}functions/${fn}/handler.ts`],
+    outfile: file,
+    bundle: true,
+    logLevel: 'silent',
+    metafile: true,
+    ...(options.sourcemap ? { sourcemap: 'external' as const } : {}),
+    format: BUNDLE.format,
+    target: BUNDLE.target,
+    platform: BUNDLE.platform,
+    mainFields: [...BUNDLE.mainFields],
+    minify: BUNDLE.minify,
+    banner: { js: BUNDLE.banner },
+    external: [...BUNDLE.external],
+  });
+  return { file, metafile };
+}
+
+/** The bytes each npm package (or `(project)` for the repository's own code) adds to a bundle. */
+export function bytesByPackage(metafile: Metafile): Map<string, number> {
+  const sizes = new Map<string, number>();
+  for (const output of Object.values(metafile.outputs)) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
+      const name = packageOf(input);
+      sizes.set(name, (sizes.get(name) ?? 0) + bytesInOutput);
+    }
+  }
+  return sizes;
+}
+
+/** `node_modules/@scope/name/lib/x.js` → `@scope/name`; anything else is the project's own. */
+export function packageOf(path: string): string {
+  const at = path.lastIndexOf('node_modules/');
+  if (at < 0) return '(project)';
+  const [first, second] = path.slice(at + 'node_modules/'.length).split('/');
+  return first!.startsWith('@') ? `${first}/${second}` : first!;
+}
