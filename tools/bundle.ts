@@ -39,6 +39,7 @@ export async function bundleFunction(fn: FunctionName, outDir: string, options: 
     minify: BUNDLE.minify,
     banner: { js: BUNDLE.banner },
     external: [...BUNDLE.external],
+    alias: { ...BUNDLE.alias },
   });
   return { file, metafile };
 }

@@ -97,6 +97,10 @@ export const BUNDLE = {
   // The runtime ships the AWS SDK v3 clients; bundling them would only add size. Anything
   // else of the SDK (@aws-sdk/rds-signer) is bundled: the runtime does not promise it.
   external: ['@aws-sdk/client-*'],
+  // The Kafka client's checksums and compression run in WebAssembly; the package's default
+  // entry reads its .wasm file beside itself, which a bundle does not have. Its `bundled`
+  // entry carries the same module inline.
+  alias: { '@platformatic/wasm-utils': '@platformatic/wasm-utils/bundled' },
 } as const;
 
 /** The function's database settings and Powertools environment, before its own variables. */
@@ -140,6 +144,7 @@ function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
     sourceMap: false,
     banner: BUNDLE.banner,
     externalModules: [...BUNDLE.external],
+    esbuildArgs: { '--alias': Object.entries(BUNDLE.alias).map(([from, to]) => `${from}=${to}`) },
     ...(commandHooks ? { commandHooks } : {}),
   };
 }

@@ -240,7 +240,7 @@ describe('the bundled functions', () => {
         // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
         AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
         AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '1',
+        KAFKA_RETRIES: '2',
         KAFKA_CONNECTION_TIMEOUT_MS: '300',
         RELAY_SAFETY_MARGIN_MS: '1000',
       },
