@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { deflateSync } from 'node:zlib';
 import avro from 'avsc';
 import protobuf from 'protobufjs';
-import { BigIntLong } from '../functions/ingest/writer-schema';
+import { BigIntLong } from '../functions/ingest/avro-schema';
 
 /** An Avro binary encoder for `schema` (no logical types: the producer writes the underlying values). */
 export function avroEncoder(schema: object): (value: unknown) => Buffer {

@@ -12,8 +12,8 @@ import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { resolveValueSchemas } from '../../../functions/ingest/value-route';
+import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
 import {
-  confluentFetcher,
   createSchemaSource,
   RegistryUnavailableError,
   SchemaNotFoundError,
@@ -219,7 +219,7 @@ function record(value: Uint8Array, meta?: { dataFormat: string; schemaId: string
 
 async function decodeWith(r: KafkaRecord, source: SchemaSource | undefined, consumer: ConsumerDeclaration = payments): Promise<Decoded> {
   const pinned = consumer.valueSchema
-    ? { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
+    ? { schema: await compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
     : undefined;
   const schemas = await resolveValueSchemas([r], { ...(source ? { source } : {}), ...(pinned ? { pinned } : {}) });
   return decodeRecord(r, consumer, limits, schemas);
@@ -300,7 +300,7 @@ describe('Avro', () => {
         },
       ],
     };
-    const compiled = compileSchema({ format: 'AVRO', definition: JSON.stringify(schema) });
+    const compiled = await compileSchema({ format: 'AVRO', definition: JSON.stringify(schema) });
     const body = Buffer.from([0x02, 0x02, 0x61]); // branch 1 (B), y = "a"
 
     expect(compiled.decode(body, 'none', 64)).toEqual({ json: '{"choice":{"B":{"y":"a"}}}' });
@@ -350,7 +350,7 @@ describe('Protobuf', () => {
 
   it('reads the single byte 00 as the first message', async () => {
     const first = PAYMENT_PROTO.replace('message Audit { string actor = 1; }\n', '');
-    const compiled = compileSchema({ format: 'PROTOBUF', definition: first });
+    const compiled = await compileSchema({ format: 'PROTOBUF', definition: first });
     const body = Buffer.concat([confluentMessageIndexes([0]), protoPayment(paymentProtoValue('e-1'))]);
 
     expect(body[0]).toBe(0x00);

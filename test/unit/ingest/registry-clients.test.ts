@@ -1,19 +1,17 @@
 /**
  * The registry clients the ingest function reads writer schemas with: Glue GetSchemaVersion
  * and the Confluent registry's secret (AWS APIs mocked with aws-sdk-client-mock, the exact
- * commands asserted), and the Confluent REST request itself.
+ * commands asserted), the Confluent REST request itself, and the client a declared registry
+ * gets (loaded with its first lookup).
  */
 import { EntityNotFoundException, GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  confluentFetcher,
-  glueFetcher,
-  RegistryUnavailableError,
-  SchemaNotFoundError,
-  secretCredentials,
-} from '../../../functions/ingest/schema-source';
+import { confluentFetcher, secretCredentials } from '../../../functions/ingest/confluent-registry';
+import { glueFetcher } from '../../../functions/ingest/glue-registry';
+import { registryFetcher, RegistryUnavailableError, SchemaNotFoundError } from '../../../functions/ingest/schema-source';
+import { schemaRegistrySchema } from '../../../functions/framework/schema-registry';
 
 const VERSION_ID = 'b7a3c8e2-5f14-4d6a-9c0b-1e2f3a4b5c6d';
 const SECRET_ARN = 'arn:aws:secretsmanager:eu-west-1:123456789012:secret:confluent/payments-AbC123';
@@ -97,5 +95,36 @@ describe('the Confluent registry', () => {
       fetch: (async () => new Response('{"error_code":40403}', { status })) as unknown as typeof fetch,
     });
     await expect(fetcher({ registry: 'confluent', id: 1 })).rejects.toBeInstanceOf(kind);
+  });
+});
+
+describe('registryFetcher', () => {
+  it('a Glue registry’s client, in the registry’s region, reads the schema version with the first lookup', async () => {
+    glue.on(GetSchemaVersionCommand).resolves({ SchemaDefinition: '"string"', DataFormat: 'AVRO', SchemaVersionId: VERSION_ID });
+    const fetcher = registryFetcher(
+      schemaRegistrySchema.parse({ type: 'glue', registryArn: 'arn:aws:glue:eu-central-1:123456789012:registry/payments' }),
+      { timeoutMs: 1_000 },
+    );
+
+    expect(await fetcher({ registry: 'glue', versionId: VERSION_ID })).toEqual({ format: 'AVRO', definition: '"string"' });
+    expect(glue.commandCalls(GetSchemaVersionCommand).map((c) => c.args[0].input)).toEqual([{ SchemaVersionId: VERSION_ID }]);
+    expect(await glue.commandCalls(GetSchemaVersionCommand)[0]!.thisValue.config.region()).toBe('eu-central-1');
+  });
+
+  it('a Confluent registry with client-certificate authentication: every lookup is unavailable, saying why', async () => {
+    const fetcher = registryFetcher(
+      schemaRegistrySchema.parse({
+        type: 'confluent',
+        url: 'https://psrc-abc12.eu-west-1.aws.confluent.cloud',
+        authentication: 'CLIENT_CERTIFICATE_TLS_AUTH',
+        secretArn: SECRET_ARN,
+      }),
+      { timeoutMs: 1_000 },
+    );
+
+    await expect(fetcher({ registry: 'confluent', id: 1 })).rejects.toThrow(
+      new RegistryUnavailableError('the function reads a Confluent registry with BASIC_AUTH only'),
+    );
+    expect(secrets.calls()).toEqual([]);
   });
 });
