@@ -7,12 +7,15 @@
  * enum → its symbol; map → object. Logical types: timestamp-millis and timestamp-micros →
  * ISO-8601 UTC text (microseconds kept), date → YYYY-MM-DD, decimal → its exact decimal
  * text ("12.50" at scale 2), uuid → the text.
-
+ *
+ * A schema may use named types other subjects define (Confluent schema references): those
+ * schemas are compiled first into the same registry of names, each before the schemas that
+ * use it, so the schema finds them by their full names.
  */
 import avro from 'avsc';
 import { isoOf } from './epoch-text';
 import { toJsonText } from './json-text';
-import { SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
+import { referencesInOrder, SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
 
 /** Avro's long as a bigint, both ways (avsc's own refuses values beyond 2^53). Producers in tests and tools share it. */
 export const BigIntLong = avro.types.LongType.__with({
@@ -104,14 +107,23 @@ function longHook(): (schema: avro.Schema) => avro.Type | undefined {
 
 export function compileAvro(schema: SchemaDefinition): CompiledSchema {
   let type: avro.Type;
+  // A fresh registry of names per schema: named types of one schema must not leak into
+  // another; its references' types are registered in it first.
+  const options: Partial<avro.ForSchemaOptions> = {
+    typeHook: longHook() as avro.ForSchemaOptions['typeHook'],
+    logicalTypes: LOGICAL_TYPES,
+    wrapUnions: 'auto',
+    registry: {},
+  };
   try {
-    // A fresh registry per schema: named types of one schema must not leak into another.
-    type = avro.Type.forSchema(JSON.parse(schema.definition) as avro.Schema, {
-      typeHook: longHook() as avro.ForSchemaOptions['typeHook'],
-      logicalTypes: LOGICAL_TYPES,
-      wrapUnions: 'auto',
-    });
+    for (const reference of referencesInOrder(schema)) {
+      if (reference.schema.format !== 'AVRO')
+        throw new SchemaCompileError(`the Avro schema references ${reference.name}, a ${reference.schema.format} schema`);
+      avro.Type.forSchema(JSON.parse(reference.schema.definition) as avro.Schema, options);
+    }
+    type = avro.Type.forSchema(JSON.parse(schema.definition) as avro.Schema, options);
   } catch (error) {
+    if (error instanceof SchemaCompileError) throw error;
     throw new SchemaCompileError('the Avro schema does not parse', { cause: error });
   }
   return {

@@ -36,6 +36,7 @@ const schemaSource =
     : createSchemaSource(
         registryFetcher(schemaRegistrySchema.parse(registry), {
           timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs,
+          secretMaxAgeMs: (config.schemaRegistry?.secretMaxAgeSeconds ?? DEFAULTS.schemaRegistrySecretMaxAgeSeconds) * 1000,
         }),
       );
 

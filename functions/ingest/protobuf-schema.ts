@@ -4,12 +4,17 @@
  * (proto3 defaults included); enums → their names; int64/uint64/fixed64 → exact integers;
  * bytes → base64; maps → objects; google.protobuf.Timestamp → ISO-8601 UTC text
  * (nanoseconds kept).
+ *
+ * A .proto may import another: a well-known type (protobufjs carries them), or a file
+ * another subject holds (a Confluent schema reference, named by the import's path). The
+ * references are parsed first into the same root, each before the files that import it; an
+ * import that is neither fails the compilation.
  */
 import protobuf from 'protobufjs';
 import { isoOf } from './epoch-text';
 import { readMessageIndexes } from './framing';
 import { toJsonText } from './json-text';
-import { SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
+import { referencesInOrder, SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
 
 const NANOS = 1_000_000_000;
 // Applied to every google.protobuf.Timestamp of every schema compiled here: its JSON form is the ISO text.
@@ -36,23 +41,60 @@ const WELL_KNOWN = [
 
 const TO_OBJECT: protobuf.IConversionOptions = { enums: String, defaults: true, arrays: true, objects: true, oneofs: false };
 
+/** One root for a schema and its references: each file parsed once, its imports satisfied. */
+class ProtoFiles {
+  readonly root = new protobuf.Root();
+  private readonly present = new Set<string>();
+
+  /** Parses a file into the root; `provided` are the files it may import besides the well-known ones. */
+  add(definition: string, provided: ReadonlySet<string>): void {
+    const parsed = protobuf.parse(definition, this.root, { keepCase: true });
+    for (const name of parsed.imports ?? []) {
+      if (provided.has(name) || this.present.has(name)) continue;
+      const common = protobuf.common.get(name);
+      if (!WELL_KNOWN.includes(name) || common === null)
+        throw new SchemaCompileError(`the .proto imports ${name}, which is neither a well-known type nor a schema reference`);
+      this.root.addJSON(common.nested!);
+      this.present.add(name);
+    }
+  }
+
+  markPresent(name: string): void {
+    this.present.add(name);
+  }
+}
+
+/**
+ * The messages declared at the top of the schema's own file, in order: what message indexes
+ * count. Read from the file parsed alone, since its references may share its package.
+ */
+function topLevelMessageNames(definition: string): string[] {
+  const parsed = protobuf.parse(definition, new protobuf.Root(), { keepCase: true });
+  const pkg = parsed.package === undefined ? parsed.root : parsed.root.lookup(parsed.package);
+  return (pkg as protobuf.Namespace).nestedArray.filter((n): n is protobuf.Type => n instanceof protobuf.Type).map((n) => n.fullName);
+}
+
+function parseProtobuf(schema: SchemaDefinition): protobuf.Type[] {
+  const files = new ProtoFiles();
+  const references = referencesInOrder(schema);
+  const provided = new Set(references.map((r) => r.name));
+  for (const reference of references) {
+    if (reference.schema.format !== 'PROTOBUF')
+      throw new SchemaCompileError(`the .proto imports ${reference.name}, a ${reference.schema.format} schema`);
+    // A registry may hold a well-known type as a subject too: protobufjs's own copy serves.
+    if (WELL_KNOWN.includes(reference.name)) continue;
+    files.add(reference.schema.definition, provided);
+    files.markPresent(reference.name);
+  }
+  files.add(schema.definition, provided);
+  files.root.resolveAll();
+  return topLevelMessageNames(schema.definition).map((name) => files.root.lookupType(name));
+}
+
 export function compileProtobuf(schema: SchemaDefinition): CompiledSchema {
   let messages: protobuf.Type[];
   try {
-    const root = new protobuf.Root();
-    const parsed = protobuf.parse(schema.definition, root, { keepCase: true });
-    for (const name of parsed.imports ?? []) {
-      const common = protobuf.common.get(name);
-      if (!WELL_KNOWN.includes(name) || common === null)
-        throw new SchemaCompileError(`the .proto imports ${name}, which is not a well-known type`);
-      root.addJSON(common.nested!);
-    }
-    root.resolveAll();
-    // The messages declared at the top of the file, in order: what message indexes count.
-    const pkg = parsed.package === undefined ? root : root.lookup(parsed.package);
-    messages = (pkg as protobuf.Namespace).nestedArray.filter(
-      (n): n is protobuf.Type => n instanceof protobuf.Type && !n.fullName.startsWith('.google.protobuf.'),
-    );
+    messages = parseProtobuf(schema);
   } catch (error) {
     if (error instanceof SchemaCompileError) throw error;
     throw new SchemaCompileError('the Protobuf schema does not parse', { cause: error });

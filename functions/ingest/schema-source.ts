@@ -32,7 +32,7 @@ export class RegistryUnavailableError extends Error {
   }
 }
 
-/** Fetches one writer schema; throws SchemaNotFoundError or RegistryUnavailableError. */
+/** Fetches one writer schema with its references; throws SchemaNotFoundError or RegistryUnavailableError. */
 export type SchemaFetcher = (ref: SchemaRef) => Promise<SchemaDefinition>;
 
 export type Resolution =
@@ -78,6 +78,8 @@ export function createSchemaSource(fetcher: SchemaFetcher): SchemaSource {
 export interface RegistryOptions {
   /** One registry request, at most. */
   timeoutMs: number;
+  /** How long a Confluent registry's credentials are used before its secret is read again. */
+  secretMaxAgeMs: number;
 }
 
 /**

@@ -12,11 +12,20 @@ import type { RegistryKind } from './framing';
 
 export type SchemaFormat = 'AVRO' | 'PROTOBUF' | 'JSON';
 
+/** A schema another one uses (a Confluent schema reference), resolved: the name it is used by and its own definition. */
+export interface SchemaReference {
+  /** Avro: the full name of the type it defines; Protobuf: the path the .proto imports. */
+  name: string;
+  schema: SchemaDefinition;
+}
+
 /** A writer schema as a registry (or a consumer's pinned declaration) gives it. */
 export interface SchemaDefinition {
   format: SchemaFormat;
   /** Avro: the schema's JSON; Protobuf: the .proto text; JSON: the JSON Schema. */
   definition: string;
+  /** The schemas it uses, each with its own references. */
+  references?: readonly SchemaReference[];
 }
 
 export interface CompiledSchema {
@@ -33,6 +42,25 @@ export class SchemaCompileError extends Error {
     super(message, options);
     this.name = 'SchemaCompileError';
   }
+}
+
+/**
+ * A schema's references, all of them, each after the references it uses itself and each
+ * once (by name): the order a compiler must read them in before the schema.
+ */
+export function referencesInOrder(schema: SchemaDefinition): SchemaReference[] {
+  const ordered: SchemaReference[] = [];
+  const seen = new Set<string>();
+  const visit = (references: readonly SchemaReference[] | undefined) => {
+    for (const reference of references ?? []) {
+      if (seen.has(reference.name)) continue;
+      seen.add(reference.name);
+      visit(reference.schema.references);
+      ordered.push(reference);
+    }
+  };
+  visit(schema.references);
+  return ordered;
 }
 
 const JSON_SCHEMA: CompiledSchema = {
