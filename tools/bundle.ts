@@ -6,6 +6,7 @@
  */
 import { fileURLToPath } from 'node:url';
 import { build, type Metafile } from 'esbuild';
+import { assertDependenciesPatched } from '../cdk/constructs/dependency-patches';
 import { BUNDLE } from '../cdk/constructs/inbox-function';
 
 export const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
@@ -24,6 +25,8 @@ export interface Bundled {
  * is what ships.
  */
 export async function bundleFunction(fn: FunctionName, outDir: string, options: { sourcemap?: boolean } = {}): Promise<Bundled> {
+  // As the CDK app does: a bundle of unpatched dependencies is not what ships.
+  assertDependenciesPatched(ROOT);
   const file = `${outDir}/${fn}/index.mjs`;
   const { metafile } = await build({
     entryPoints: [`${ROOT}functions/${fn}/handler.ts`],

@@ -16,6 +16,7 @@ import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { type Construct } from 'constructs';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
+import { assertDependenciesPatched } from './dependency-patches';
 import { acknowledge } from './nag';
 
 /** The repository root: entries, the lock file and migrations/ are resolved from it. */
@@ -152,6 +153,8 @@ function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
 export class InboxFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: InboxFunctionProps) {
     const { platform } = props;
+    // The bundle is made from node_modules: it must carry the fixes in patches/.
+    assertDependenciesPatched(PROJECT_ROOT);
     const logGroup = new logs.LogGroup(scope, `${id}Logs`, {
       retention: platform.observability.logRetentionDays,
       removalPolicy: RemovalPolicy.DESTROY,
