@@ -104,7 +104,10 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
   const secretOf = (c: { username: string; password: string }) => ({ SecretString: JSON.stringify(c) });
   const basic = (c: { username: string; password: string }) => `Basic ${Buffer.from(`${c.username}:${c.password}`).toString('base64')}`;
 
-  /** A registry that accepts `accepted` credentials only; records the authorization of every request. */
+  /**
+   * A registry that accepts `accepted` credentials only, refusing others with `status`;
+   * records the authorization of every request. `fetcher` reads it with the secret's credentials.
+   */
   function registryAccepting(accepted: () => { username: string; password: string } | null, status = 401) {
     const seen: (string | undefined)[] = [];
     const fetch = (async (_url: string, init: RequestInit) => {
@@ -114,7 +117,10 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
       if (ok === null || authorization !== basic(ok)) return new Response('{"error_code":40101}', { status });
       return new Response(JSON.stringify({ schema: '"string"' }), { status: 200 });
     }) as unknown as typeof globalThis.fetch;
-    return { fetch, seen };
+    return {
+      fetcher: confluentFetcher({ url: 'https://registry.example.com', credentials: credentials(), timeoutMs: 1_000, fetch }),
+      seen,
+    };
   }
 
   const credentials = (now?: () => number) =>
@@ -123,12 +129,7 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
   it('a 401 reads the secret again, once, and the repeated request with the new credentials gets the schema', async () => {
     secrets.on(GetSecretValueCommand).resolvesOnce(secretOf(OLD)).resolves(secretOf(NEW));
     const registry = registryAccepting(() => NEW);
-    const fetcher = confluentFetcher({
-      url: 'https://registry.example.com',
-      credentials: credentials(),
-      timeoutMs: 1_000,
-      fetch: registry.fetch,
-    });
+    const fetcher = registry.fetcher;
 
     const schema = await fetcher({ registry: 'confluent', id: 1 });
     await fetcher({ registry: 'confluent', id: 2 });
@@ -144,12 +145,7 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
   it('lookups refused together read the secret once between them', async () => {
     secrets.on(GetSecretValueCommand).resolvesOnce(secretOf(OLD)).resolves(secretOf(NEW));
     const registry = registryAccepting(() => NEW, 403);
-    const fetcher = confluentFetcher({
-      url: 'https://registry.example.com',
-      credentials: credentials(),
-      timeoutMs: 1_000,
-      fetch: registry.fetch,
-    });
+    const fetcher = registry.fetcher;
 
     const schemas = await Promise.all([1, 2, 3].map((id) => fetcher({ registry: 'confluent', id })));
 
@@ -161,12 +157,7 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
   it('refused again with the secret read anew: the registry is unavailable (the record is handed back), saying so', async () => {
     secrets.on(GetSecretValueCommand).resolves(secretOf(OLD));
     const registry = registryAccepting(() => null);
-    const fetcher = confluentFetcher({
-      url: 'https://registry.example.com',
-      credentials: credentials(),
-      timeoutMs: 1_000,
-      fetch: registry.fetch,
-    });
+    const fetcher = registry.fetcher;
 
     const error = await fetcher({ registry: 'confluent', id: 1 }).catch((e: unknown) => e);
 
@@ -199,12 +190,7 @@ describe('the Confluent registry’s credentials, when the secret rotates', () =
       .rejectsOnce(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }))
       .resolves(secretOf(OLD));
     const registry = registryAccepting(() => OLD);
-    const fetcher = confluentFetcher({
-      url: 'https://registry.example.com',
-      credentials: credentials(),
-      timeoutMs: 1_000,
-      fetch: registry.fetch,
-    });
+    const fetcher = registry.fetcher;
 
     const failed = await fetcher({ registry: 'confluent', id: 1 }).catch((e: unknown) => e);
     const schema = await fetcher({ registry: 'confluent', id: 1 });
