@@ -2,8 +2,8 @@ import { defineConfig } from 'vitest/config';
 
 // Four projects: `unit` (no database), `db` (real PostgreSQL: embedded, or TEST_DATABASE_URL),
 // `cdk` (template synthesis) and `e2e` (the real commands in child processes, each with its
-// own embedded PostgreSQL, and the report in a browser). CI runs all of them, then `db`
-// again against PostgreSQL 15.
+// own embedded PostgreSQL, and the report in a browser). CI runs all of them, then `unit`
+// and `db` (against PostgreSQL 15) again on the functions' Node.js major (.ci/run).
 export default defineConfig({
   test: {
     // Powertools: keep EMF output out of the test log.

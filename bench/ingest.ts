@@ -25,7 +25,8 @@ import { migrate } from '../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
-import { confluentFetcher, createSchemaSource } from '../functions/ingest/schema-source';
+import { confluentFetcher } from '../functions/ingest/confluent-registry';
+import { createSchemaSource } from '../functions/ingest/schema-source';
 import { avroEncoder, CASE_AVRO_SCHEMA, caseEventToAvro, confluentFrame, startLocalRegistry } from '../tools/registry-values';
 
 // A benchmark's metrics go nowhere; Powertools would print them to stdout.

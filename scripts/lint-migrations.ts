@@ -11,9 +11,15 @@
  *   a comment, then `-- squawk-ignore <rule>` on the line right above it.
  * - A file in a transaction that builds or drops an index CONCURRENTLY is an error too:
  *   PostgreSQL refuses that inside a transaction, so the file needs the directive.
+ *
+ * squawk's binary comes from its per-platform npm package, an optional dependency for the
+ * platforms CI and the functions' tools run on (@squawk-cli/linux-x64): the registry this
+ * project installs from carries no other, and squawk-cli's own wrapper names all of them,
+ * which `npm ci` cannot reconcile with a lockfile that lacks them.
  */
 import { execFile } from 'node:child_process';
-import { join } from 'node:path';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { loadMigrations, MIGRATIONS_DIR, NO_TRANSACTION_DIRECTIVE, statementsOf } from '../functions/lib/migration-files';
 
@@ -23,6 +29,18 @@ const EXCLUDED_RULES = ['require-lock-timeout', 'require-statement-timeout'];
 const PG_VERSION = '15';
 
 const run = promisify(execFile);
+const require = createRequire(import.meta.url);
+
+/** squawk's binary for this machine, or why there is none. */
+function squawkBinary(): string {
+  const platform = `@squawk-cli/${process.platform}-${process.arch}`;
+  try {
+    return join(dirname(require.resolve(`${platform}/package.json`)), 'bin', 'squawk');
+  } catch {
+    throw new Error(`no squawk binary for ${process.platform}-${process.arch}: ${platform} is not installed (optionalDependencies)`);
+  }
+}
+const SQUAWK = squawkBinary();
 const dir = process.argv[2] ?? MIGRATIONS_DIR;
 const files = (await loadMigrations(dir)).filter((m) => m.version >= FIRST_LINTED_VERSION);
 
@@ -35,7 +53,7 @@ async function squawk(names: string[], inTransaction: boolean): Promise<boolean>
     ...names.map((n) => join(dir, n)),
   ];
   try {
-    const { stdout } = await run('squawk', args);
+    const { stdout } = await run(SQUAWK, args);
     process.stdout.write(stdout);
     return true;
   } catch (error) {

@@ -10,26 +10,44 @@
  * Producer values are what the writer schema's underlying types hold: a timestamp-millis
  * is a bigint of milliseconds, a decimal is its two's-complement bytes.
  */
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { deflateSync } from 'node:zlib';
 import avro from 'avsc';
 import protobuf from 'protobufjs';
-import { BigIntLong } from '../functions/ingest/writer-schema';
+import { BigIntLong } from '../functions/ingest/avro-schema';
 
-/** An Avro binary encoder for `schema` (no logical types: the producer writes the underlying values). */
-export function avroEncoder(schema: object): (value: unknown) => Buffer {
+/**
+ * An Avro binary encoder for `schema` (no logical types: the producer writes the underlying
+ * values). `references`: the schemas whose named types it uses, each before those using it.
+ */
+export function avroEncoder(schema: object, references: readonly object[] = []): (value: unknown) => Buffer {
   const anyLong = (s: avro.Schema) =>
     s === 'long' || (typeof s === 'object' && s !== null && (s as { type?: unknown }).type === 'long') ? BigIntLong : undefined;
-  const type = avro.Type.forSchema(schema as avro.Schema, { typeHook: anyLong as avro.ForSchemaOptions['typeHook'], wrapUnions: 'auto' });
+  const options = { typeHook: anyLong as avro.ForSchemaOptions['typeHook'], wrapUnions: 'auto' as const, registry: {} };
+  for (const reference of references) avro.Type.forSchema(reference as avro.Schema, options);
+  const type = avro.Type.forSchema(schema as avro.Schema, options);
   return (value) => type.toBuffer(value);
 }
 
-/** A Protobuf encoder for message `messageName` of the .proto text. */
-export function protobufEncoder(proto: string, messageName: string): (value: Record<string, unknown>) => Buffer {
+/** A Protobuf encoder for message `messageName` of the .proto text; `imports`: the other files it imports, by path. */
+export function protobufEncoder(
+  proto: string,
+  messageName: string,
+  imports: Readonly<Record<string, string>> = {},
+): (value: Record<string, unknown>) => Buffer {
   const root = new protobuf.Root();
-  const parsed = protobuf.parse(proto, root, { keepCase: true });
-  for (const name of parsed.imports ?? []) root.addJSON(protobuf.common.get(name)!.nested!);
+  const added = new Set<string>();
+  const add = (text: string) => {
+    for (const name of protobuf.parse(text, root, { keepCase: true }).imports ?? []) {
+      if (added.has(name)) continue;
+      added.add(name);
+      const own = imports[name];
+      if (own !== undefined) add(own);
+      else root.addJSON(protobuf.common.get(name)!.nested!);
+    }
+  };
+  add(proto);
   root.resolveAll();
   const type = root.lookupType(messageName);
   return (value) => Buffer.from(type.encode(type.fromObject(value)).finish());
@@ -86,55 +104,98 @@ export function glueFrame(schemaVersionId: string, body: Uint8Array, options: { 
   return Buffer.concat([Buffer.from([3, options.zlib ? 5 : 0]), id, options.zlib ? deflateSync(body) : body]);
 }
 
+/** A schema another one uses, as Confluent lists it: the name it is used by, and the subject version holding it. */
+export interface ServedReference {
+  name: string;
+  subject: string;
+  version: number;
+}
+
 export interface ServedSchema {
   id: number;
   /** Absent: Avro (as the Confluent API omits it). */
   schemaType?: 'AVRO' | 'PROTOBUF' | 'JSON';
   schema: string;
+  references?: readonly ServedReference[];
+}
+
+/** A subject's version: the served schema it is. */
+export interface ServedSubjectVersion {
+  subject: string;
+  version: number;
+  id: number;
+}
+
+export interface LocalRegistryOptions {
+  /** The subjects' versions it serves (for schema references). */
+  subjects?: readonly ServedSubjectVersion[];
+  /** Basic-auth credentials it requires, read at each request (a rotation changes them); none: it requires none. */
+  credentials?: () => { username: string; password: string };
+}
+
+export interface LocalRegistry {
+  url: string;
+  /** The lookups it answered (what a container's cache saves). */
+  requests: () => number;
+  /** Each request's path and the status it was answered with, in order. */
+  log: () => { path: string; status: number }[];
+  down: () => void;
+  up: () => void;
+  close: () => Promise<void>;
+}
+
+/** What the registry answers for a schema: Confluent's body, schemaType and references only when they apply. */
+function answerOf(served: ServedSchema): Record<string, unknown> {
+  return {
+    schema: served.schema,
+    ...(served.schemaType && served.schemaType !== 'AVRO' ? { schemaType: served.schemaType } : {}),
+    ...(served.references && served.references.length > 0 ? { references: served.references } : {}),
+  };
 }
 
 /**
  * A Confluent-REST registry on 127.0.0.1: `GET /schemas/ids/{id}` answers `{ schema,
- * schemaType }` or 404 `{ error_code: 40403 }`. `requests` counts the lookups it answered
- * (what a container's cache saves); `down()` makes it answer 503 until `up()`.
+ * schemaType, references }` and `GET /subjects/{subject}/versions/{version}` the same with
+ * the subject, version and id, or 404 `{ error_code: 40403 }`; with `credentials`, a
+ * request without them is 401. `down()` makes it answer 503 until `up()`.
  */
-export async function startLocalRegistry(schemas: readonly ServedSchema[]): Promise<{
-  url: string;
-  requests: () => number;
-  down: () => void;
-  up: () => void;
-  close: () => Promise<void>;
-}> {
+export async function startLocalRegistry(schemas: readonly ServedSchema[], options: LocalRegistryOptions = {}): Promise<LocalRegistry> {
   const byId = new Map(schemas.map((s) => [s.id, s]));
-  let requests = 0;
+  const bySubject = new Map((options.subjects ?? []).map((v) => [`${v.subject}/${v.version}`, v]));
+  const log: { path: string; status: number }[] = [];
   let unavailable = false;
+  const answer = (res: ServerResponse, path: string, status: number, body: unknown) => {
+    log.push({ path, status });
+    res.statusCode = status;
+    res.end(JSON.stringify(body));
+  };
   const server: Server = createServer((req, res) => {
-    requests++;
-    const match = /^\/schemas\/ids\/(\d+)$/.exec(req.url ?? '');
+    const path = req.url ?? '';
     res.setHeader('content-type', 'application/vnd.schemaregistry.v1+json');
-    if (unavailable) {
-      res.statusCode = 503;
-      res.end(JSON.stringify({ error_code: 50300, message: 'unavailable' }));
-      return;
+    if (unavailable) return answer(res, path, 503, { error_code: 50300, message: 'unavailable' });
+    if (options.credentials) {
+      const { username, password } = options.credentials();
+      if (req.headers.authorization !== `Basic ${Buffer.from(`${username}:${password}`).toString('base64')}`)
+        return answer(res, path, 401, { error_code: 40101, message: 'Unauthorized' });
     }
-    const served = match ? byId.get(Number(match[1])) : undefined;
-    if (served === undefined) {
-      res.statusCode = 404;
-      res.end(JSON.stringify({ error_code: 40403, message: 'Schema not found' }));
-      return;
-    }
-    res.end(
-      JSON.stringify({
-        schema: served.schema,
-        ...(served.schemaType && served.schemaType !== 'AVRO' ? { schemaType: served.schemaType } : {}),
-      }),
+    const byIdMatch = /^\/schemas\/ids\/(\d+)$/.exec(path);
+    const subjectMatch = /^\/subjects\/([^/]+)\/versions\/(\d+)$/.exec(path);
+    const version = subjectMatch ? bySubject.get(`${decodeURIComponent(subjectMatch[1]!)}/${subjectMatch[2]}`) : undefined;
+    const served = byIdMatch ? byId.get(Number(byIdMatch[1])) : version ? byId.get(version.id) : undefined;
+    if (served === undefined) return answer(res, path, 404, { error_code: 40403, message: 'Schema not found' });
+    return answer(
+      res,
+      path,
+      200,
+      version ? { subject: version.subject, version: version.version, id: version.id, ...answerOf(served) } : answerOf(served),
     );
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as AddressInfo;
   return {
     url: `http://127.0.0.1:${port}`,
-    requests: () => requests,
+    requests: () => log.length,
+    log: () => [...log],
     down: () => {
       unavailable = true;
     },

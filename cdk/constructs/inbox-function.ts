@@ -16,6 +16,7 @@ import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { type Construct } from 'constructs';
 import type { DatabaseRole } from '../../functions/lib/database-roles';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
+import { assertDependenciesPatched } from './dependency-patches';
 import { acknowledge } from './nag';
 
 /** The repository root: entries, the lock file and migrations/ are resolved from it. */
@@ -97,6 +98,10 @@ export const BUNDLE = {
   // The runtime ships the AWS SDK v3 clients; bundling them would only add size. Anything
   // else of the SDK (@aws-sdk/rds-signer) is bundled: the runtime does not promise it.
   external: ['@aws-sdk/client-*'],
+  // The Kafka client's checksums and compression run in WebAssembly; the package's default
+  // entry reads its .wasm file beside itself, which a bundle does not have. Its `bundled`
+  // entry carries the same module inline.
+  alias: { '@platformatic/wasm-utils': '@platformatic/wasm-utils/bundled' },
 } as const;
 
 /** The function's database settings and Powertools environment, before its own variables. */
@@ -140,6 +145,7 @@ function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
     sourceMap: false,
     banner: BUNDLE.banner,
     externalModules: [...BUNDLE.external],
+    esbuildArgs: { '--alias': Object.entries(BUNDLE.alias).map(([from, to]) => `${from}=${to}`) },
     ...(commandHooks ? { commandHooks } : {}),
   };
 }
@@ -147,6 +153,8 @@ function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
 export class InboxFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: InboxFunctionProps) {
     const { platform } = props;
+    // The bundle is made from node_modules: it must carry the fixes in patches/.
+    assertDependenciesPatched(PROJECT_ROOT);
     const logGroup = new logs.LogGroup(scope, `${id}Logs`, {
       retention: platform.observability.logRetentionDays,
       removalPolicy: RemovalPolicy.DESTROY,

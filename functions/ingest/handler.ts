@@ -29,12 +29,14 @@ const wakeUp: WorkerTarget | undefined =
 // malformed one fails the function's start rather than a batch.
 const registry =
   config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
+// Its client loads with the first value that names a schema: a JSON consumer never loads it.
 const schemaSource =
   registry === undefined
     ? undefined
     : createSchemaSource(
         registryFetcher(schemaRegistrySchema.parse(registry), {
           timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs,
+          secretMaxAgeMs: (config.schemaRegistry?.secretMaxAgeSeconds ?? DEFAULTS.schemaRegistrySecretMaxAgeSeconds) * 1000,
         }),
       );
 

@@ -37,7 +37,7 @@ import { storeBatch, type StoreContext } from './store-batch';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';
 import { resolveValueSchemas, type ValueSchemas } from './value-route';
 import { wakeWorker } from './wake-worker';
-import { compileSchema } from './writer-schema';
+import { compileSchema, type SchemaDefinition } from './writer-schema';
 
 export interface IngestDependencies {
   sql: Sql;
@@ -73,8 +73,18 @@ export function failEveryPartition(event: KafkaEvent): BatchItemFailure[] {
 interface IngestSetup {
   deps: IngestDependencies;
   limits: DecodeLimits;
-  pinned: ValueSchemas['pinned'];
+  /** The consumer's pinned schema, compiled by the first batch (its decoder loads then). */
+  pinned: (() => Promise<NonNullable<ValueSchemas['pinned']>>) | undefined;
   store: StoreContext;
+}
+
+/**
+ * A pinned schema compiled once, when the first batch needs it. One that does not compile
+ * fails every invocation (the mapping keeps the batch), not a record.
+ */
+function pinnedSchema(schema: SchemaDefinition & { framing?: 'confluent' | 'glue' | 'none' }): IngestSetup['pinned'] {
+  let compiled: Promise<NonNullable<ValueSchemas['pinned']>> | undefined;
+  return () => (compiled ??= compileSchema(schema).then((s) => ({ schema: s, framing: schema.framing ?? 'none' })));
 }
 
 export function createIngest(deps: IngestDependencies) {
@@ -85,11 +95,7 @@ export function createIngest(deps: IngestDependencies) {
       maxPayloadBytes: config.maxPayloadBytes,
       ...(config.maxJsonDepth !== undefined ? { maxJsonDepth: config.maxJsonDepth } : {}),
     },
-    // Compiled once: a pinned schema that does not compile fails the function at its start, not per record.
-    pinned:
-      consumer.valueSchema === undefined
-        ? undefined
-        : { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' },
+    pinned: consumer.valueSchema === undefined ? undefined : pinnedSchema(consumer.valueSchema),
     store: { sql, consumer, logger },
   };
   return (event: KafkaEvent, context: Pick<Context, 'awsRequestId'>): Promise<IngestReport> => ingestBatch(setup, event, context);
@@ -147,7 +153,8 @@ async function classify(
   partitions: ReadonlyArray<readonly [string, readonly KafkaRecord[]]>,
   records: KafkaRecord[],
 ): Promise<Classified> {
-  const { deps, limits, pinned } = setup;
+  const { deps, limits } = setup;
+  const pinned = await setup.pinned?.();
   const schemas = await resolveValueSchemas(records, {
     ...(pinned ? { pinned } : {}),
     ...(deps.schemaSource ? { source: deps.schemaSource } : {}),

@@ -7,8 +7,6 @@
  *   findUnstorable   the first string or member name PostgreSQL's jsonb would refuse;
  *   toJsonText       a decoded Avro or Protobuf value as JSON text, integers exact.
  */
-import protobuf from 'protobufjs';
-
 const OPEN_OBJECT = 0x7b;
 const OPEN_ARRAY = 0x5b;
 const CLOSE_OBJECT = 0x7d;
@@ -125,10 +123,12 @@ function scalar(value: unknown): string | null {
   }
 }
 
-/** A protobufjs 64-bit integer (the `long` package's Long). */
+/**
+ * A protobufjs 64-bit integer (the `long` package's Long), recognised as `Long.isLong` does,
+ * by its marker: the JSON walk serves every value, and must not load protobufjs to do it.
+ */
 function isLong(value: object): boolean {
-  const Long = protobuf.util.Long as unknown as { isLong(v: unknown): boolean } | null;
-  return Long !== null && Long.isLong(value);
+  return (value as { __isLong__?: unknown }).__isLong__ === true;
 }
 
 function open(value: object): Frame {

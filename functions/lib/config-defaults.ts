@@ -13,6 +13,11 @@ export const DEFAULTS = {
   maxJsonDepth: 64,
   /** One schema-registry request, at most; past it the lookup counts as the registry being unavailable. */
   schemaRegistryTimeoutMs: 3_000,
+  /**
+   * A Confluent registry's credentials are read from their secret again after this long
+   * (and at once when the registry refuses them), so a rotated secret is picked up.
+   */
+  schemaRegistrySecretMaxAgeSeconds: 300,
   workerBatchSize: 100,
   workerRunLength: 20,
   workerSafetyMarginMs: 10_000,

@@ -27,6 +27,7 @@ export const ingestEnv = {
     })
     .optional(),
   SCHEMA_REGISTRY_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.schemaRegistryTimeoutMs),
+  SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.schemaRegistrySecretMaxAgeSeconds),
 };
 
 export const workerEnv = {
@@ -66,7 +67,7 @@ export interface IngestConfig {
   /** DEFAULTS.maxJsonDepth when omitted. */
   maxJsonDepth?: number;
   /** The ingest function's schema registry, unvalidated here (functions/framework/schema-registry.ts parses it). */
-  schemaRegistry?: { declaration: Record<string, unknown>; timeoutMs: number };
+  schemaRegistry?: { declaration: Record<string, unknown>; timeoutMs: number; secretMaxAgeSeconds: number };
 }
 
 export interface WorkerConfig {
@@ -102,7 +103,13 @@ export function ingestConfig(e: IngestEnv): IngestConfig {
     maxPayloadBytes: e.MAX_PAYLOAD_BYTES,
     maxJsonDepth: e.MAX_JSON_DEPTH,
     ...(e.SCHEMA_REGISTRY !== undefined
-      ? { schemaRegistry: { declaration: e.SCHEMA_REGISTRY, timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS } }
+      ? {
+          schemaRegistry: {
+            declaration: e.SCHEMA_REGISTRY,
+            timeoutMs: e.SCHEMA_REGISTRY_TIMEOUT_MS,
+            secretMaxAgeSeconds: e.SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS,
+          },
+        }
       : {}),
   };
 }

@@ -29,8 +29,12 @@ export const relayEnv = {
   KAFKA_CLIENT_ID: z.string().trim().min(1).max(255).default(DEFAULTS.kafkaClientId),
   KAFKA_CONNECTION_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.kafkaConnectionTimeoutMs),
   KAFKA_REQUEST_TIMEOUT_MS: integer(100, 120_000).default(DEFAULTS.kafkaRequestTimeoutMs),
-  /** kafkajs retries of one send (the idempotent producer needs at least 1). */
-  KAFKA_RETRIES: integer(1, 100).default(DEFAULTS.kafkaRetries),
+  /**
+   * Retries of each step of a send (connect, metadata, producer id, produce). At least 2:
+   * the Kafka client makes an idempotent producer's 0 or 1 mean "retry without end", and a
+   * send must end within the invocation.
+   */
+  KAFKA_RETRIES: integer(2, 100).default(DEFAULTS.kafkaRetries),
 };
 
 /** The relay's variables, with the two it shares: the lease (the worker's) and the region (the database's). */

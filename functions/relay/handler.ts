@@ -21,8 +21,8 @@ const consumer = getConsumer(requireConsumerName(config));
 if (!emitsEvents(consumer)) throw new ConfigError(`Invalid configuration: CONSUMER_NAME: consumer "${consumer.name}" emits no events`);
 const { logger, metrics } = createObservability(config, 'relay');
 // One producer per container, connected on first use: its idempotent producer id lives as
-// long as the container does.
-const producer = createMskProducer(kafka, logger);
+// long as the container does, or until a send fails (kafka-producer.ts says why).
+const producer = createMskProducer(kafka);
 
 export async function handler(_event: unknown, context: Context): Promise<Omit<RelayResult, 'gauges'>> {
   logger.addContext(context);

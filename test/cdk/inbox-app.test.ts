@@ -743,6 +743,20 @@ describe('bundles', () => {
     for (const { fn, bytes } of sizes) expect(bytes, fn).toBeLessThan(limitMiB(fn) * 1024 * 1024);
   });
 
+  it('the relay bundle carries the Kafka client’s WebAssembly inline: no .wasm file to read beside it in Lambda', () => {
+    const relay = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).find((f) =>
+      String(f.Properties!.Description).includes('outbox relay'),
+    )!;
+    const key = JSON.stringify(relay.Properties!.Code);
+    const asset = readdirSync(outdir).find((a) => a.startsWith('asset.') && key.includes(a.slice('asset.'.length)))!;
+    const bundle = readFileSync(join(outdir, asset, 'index.mjs'), 'utf8');
+
+    expect(readdirSync(join(outdir, asset))).toEqual(['index.mjs']);
+    // "\0asm" in base64, the start of the inline module; the package's default entry would read dist/native.wasm.
+    expect(bundle).toContain('AGFzbQ');
+    expect(bundle).not.toContain('native.wasm');
+  });
+
   it('copies the migrations into the migration function bundle', () => {
     const migrate = Object.values(resourcesOf(s.stateless, 'AWS::Lambda::Function')).find((f) =>
       String(f.Properties!.Description).includes('apply pending database migrations'),

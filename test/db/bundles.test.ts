@@ -1,6 +1,6 @@
 /**
  * The functions as they ship: each handler bundled with the CDK app's esbuild settings
- * (ESM, minified, AWS SDK clients external), then imported and invoked in a fresh Node.js
+ * (tools/bundle.ts: ESM, minified, AWS SDK clients external), then imported and invoked in a fresh Node.js
  * process against a real database — configured only through its environment, as in
  * Lambda, and connected as its own database role (the migration function as the owner).
  * Catches what unit tests cannot: module-format and bundling problems, cold-start
@@ -8,7 +8,8 @@
  */
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
@@ -28,6 +29,17 @@ import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { bundleOf, buildBundles, invokeBundle, resultOf, type BundleOutput, type FunctionName } from '../helpers/bundles';
 import { useTestDatabase } from '../helpers/db';
+import { packagesThatRan } from '../helpers/packages-that-ran';
+import {
+  avroEncoder,
+  CASE_AVRO_SCHEMA,
+  CASE_PROTO,
+  caseEventToAvro,
+  caseEventToProto,
+  glueFrame,
+  glueMessageIndex,
+  protobufEncoder,
+} from '../../tools/registry-values';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 // Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
@@ -37,7 +49,8 @@ type Fn = FunctionName;
 
 const db = await useTestDatabase();
 
-beforeAll(() => buildBundles(root, outDir), 120_000);
+// The ingest bundle with its source map beside it (the bundle's bytes unchanged): which packages ran, below.
+beforeAll(() => buildBundles(root, outDir, { sourcemap: ['ingest'] }), 120_000);
 
 afterAll(() => rm(outDir, { recursive: true, force: true }));
 
@@ -240,7 +253,7 @@ describe('the bundled functions', () => {
         // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
         AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
         AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '1',
+        KAFKA_RETRIES: '2',
         KAFKA_CONNECTION_TIMEOUT_MS: '300',
         RELAY_SAFETY_MARGIN_MS: '1000',
       },
@@ -385,5 +398,101 @@ describe('the log level, as Powertools documents it', () => {
     const levels = await reaperLogLevels({ AWS_LAMBDA_LOG_LEVEL: 'ERROR', POWERTOOLS_LOG_LEVEL: 'DEBUG' });
     expect(levels.filter((l) => l === 'DEBUG' || l === 'INFO' || l === 'WARN')).toEqual([]);
     expect(await reaperLogLevels({ AWS_LAMBDA_LOG_LEVEL: 'INFO', POWERTOOLS_LOG_LEVEL: 'ERROR' })).toContain('INFO');
+  });
+});
+
+describe('the bundled ingest loads its decoders on demand', () => {
+  const GLUE_AVRO = 'b7a3c8e2-5f14-4d6a-9c0b-1e2f3a4b5c6d';
+  const GLUE_PROTO = 'c8b4d9f3-6a25-4e7b-8d1c-2f3a4b5c6d7e';
+
+  /**
+   * A stand-in for the Glue API on this machine (AWS_ENDPOINT_URL_GLUE, the SDK's own
+   * setting): GetSchemaVersion answers the two case envelope schemas by version id.
+   */
+  async function glueApi() {
+    const targets: string[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        targets.push(String(req.headers['x-amz-target']));
+        const { SchemaVersionId } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { SchemaVersionId: string };
+        const schema =
+          SchemaVersionId === GLUE_AVRO
+            ? { SchemaDefinition: JSON.stringify(CASE_AVRO_SCHEMA), DataFormat: 'AVRO' }
+            : { SchemaDefinition: CASE_PROTO, DataFormat: 'PROTOBUF' };
+        res
+          .writeHead(200, { 'content-type': 'application/x-amz-json-1.1' })
+          .end(JSON.stringify({ ...schema, SchemaVersionId, Status: 'AVAILABLE' }));
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as AddressInfo;
+    return {
+      targets,
+      endpoint: `http://127.0.0.1:${port}`,
+      close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    };
+  }
+
+  /** The ingest bundle invoked with V8 coverage on: which packages' code ran. */
+  async function ingestCoverage(event: unknown, env: Record<string, string>) {
+    const coverageDir = await mkdtemp(`${tmpdir()}/ingest-coverage-`);
+    try {
+      const result = await invoke('ingest', event, { ...env, NODE_V8_COVERAGE: coverageDir });
+      return { result, ran: await packagesThatRan(coverageDir, `${outDir}/ingest/index.mjs`) };
+    } finally {
+      await rm(coverageDir, { recursive: true, force: true });
+    }
+  }
+
+  it('a JSON consumer’s batch runs no code of avsc, protobufjs, the Glue client or the Secrets Manager client', async () => {
+    const event = mskEvent([
+      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_j1', 'evt_j1') }),
+    ]);
+
+    const { result, ran } = await ingestCoverage(event, { CONSUMER_NAME: 'case-projection' });
+
+    expect(result).toEqual({ batchItemFailures: [] });
+    // The probe sees the code that did run: the function's own, and its envelope schemas.
+    expect(ran.bundled).toContain('(project)');
+    expect(ran.bundled).toContain('zod');
+    for (const decoder of ['avsc', 'protobufjs']) expect(ran.bundled).not.toContain(decoder);
+    for (const client of ['@aws-sdk/client-glue', '@aws-sdk/client-secrets-manager']) expect(ran.loaded).not.toContain(client);
+  });
+
+  it('a Glue consumer loads the Glue client, avsc and protobufjs with its first binary values, and stores them', async () => {
+    const glue = await glueApi();
+    try {
+      const avroValue = glueFrame(GLUE_AVRO, avroEncoder(CASE_AVRO_SCHEMA)(caseEventToAvro(accepted('case_g1', 'evt_g1'))));
+      const protoBody = protobufEncoder(CASE_PROTO, 'regulatory.case.v1.CaseEvent')(caseEventToProto(accepted('case_g2', 'evt_g2')));
+      const protoValue = glueFrame(GLUE_PROTO, Buffer.concat([glueMessageIndex(1), protoBody]));
+      const event = mskEvent([
+        mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: avroValue }),
+        mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 2, value: protoValue }),
+      ]);
+
+      const { result, ran } = await ingestCoverage(event, {
+        CONSUMER_NAME: 'case-projection',
+        SCHEMA_REGISTRY: JSON.stringify({ type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/cases' }),
+        AWS_ENDPOINT_URL_GLUE: glue.endpoint,
+        // Placeholders: the stand-in checks no signature.
+        AWS_ACCESS_KEY_ID: 'bundle-test',
+        AWS_SECRET_ACCESS_KEY: 'bundle-test',
+      });
+
+      expect(result).toEqual({ batchItemFailures: [] });
+      expect(glue.targets).toEqual(['AWSGlue.GetSchemaVersion', 'AWSGlue.GetSchemaVersion']);
+      expect(await db.sql`select event_id, status from integration.consumer_inbox order by event_id`).toEqual([
+        { event_id: 'evt_g1', status: 'RECEIVED' },
+        { event_id: 'evt_g2', status: 'RECEIVED' },
+      ]);
+      expect(ran.bundled).toContain('avsc');
+      expect(ran.bundled).toContain('protobufjs');
+      expect(ran.loaded).toContain('@aws-sdk/client-glue');
+      expect(ran.loaded).not.toContain('@aws-sdk/client-secrets-manager');
+    } finally {
+      await glue.close();
+    }
   });
 });

@@ -1,6 +1,6 @@
 /**
  * The functions as they ship: each handler of a source tree bundled with the CDK app's
- * esbuild settings (ESM, minified, AWS SDK clients external), then imported and invoked in a
+ * esbuild settings (tools/bundle.ts), then imported and invoked in a
  * fresh Node.js process, configured only through its environment, as in Lambda.
  *
  * Used for this checkout (test/db/bundles.test.ts) and for the previous release's tree
@@ -12,42 +12,29 @@ import { cp, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { build } from 'esbuild';
-import { BUNDLE } from '../../cdk/constructs/inbox-function';
+import { bundleFunction, FUNCTIONS, type FunctionName } from '../../tools/bundle';
+
+export { FUNCTIONS, type FunctionName };
 
 const run = promisify(execFile);
 const INVOKE = fileURLToPath(new URL('../../tools/invoke-handler.mjs', import.meta.url));
-
-export const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
-export type FunctionName = (typeof FUNCTIONS)[number];
 
 /** Where the bundle of `fn` is written under `outDir`. */
 export const bundleOf = (outDir: string, fn: FunctionName): string => join(outDir, fn, 'index.mjs');
 
 /**
- * Bundle `functions/<fn>/handler.ts` of `sourceRoot` for each function into `outDir`, and
- * copy the tree's migrations/ beside the migration function's bundle (what the migrations
+ * Bundle `functions/<fn>/handler.ts` of `sourceRoot` for each function into `outDir`
+ * (tools/bundle.ts: as the CDK app does; `sourcemap` for the functions named), and copy the
+ * tree's migrations/ beside the migration function's bundle (what the migrations
  * construct's afterBundling hook does).
  */
-export async function buildBundles(sourceRoot: string, outDir: string, functions: readonly FunctionName[] = FUNCTIONS): Promise<void> {
-  await Promise.all(
-    functions.map((fn) =>
-      build({
-        entryPoints: [join(sourceRoot, 'functions', fn, 'handler.ts')],
-        outfile: bundleOf(outDir, fn),
-        absWorkingDir: sourceRoot,
-        bundle: true,
-        logLevel: 'silent',
-        format: BUNDLE.format,
-        target: BUNDLE.target,
-        platform: BUNDLE.platform,
-        mainFields: [...BUNDLE.mainFields],
-        minify: BUNDLE.minify,
-        banner: { js: BUNDLE.banner },
-        external: [...BUNDLE.external],
-      }),
-    ),
-  );
+export async function buildBundles(
+  sourceRoot: string,
+  outDir: string,
+  options: { functions?: readonly FunctionName[]; sourcemap?: readonly FunctionName[] } = {},
+): Promise<void> {
+  const functions = options.functions ?? FUNCTIONS;
+  await Promise.all(functions.map((fn) => bundleFunction(fn, outDir, { sourceRoot, sourcemap: options.sourcemap?.includes(fn) === true })));
   if (functions.includes('migrate')) {
     await mkdir(join(outDir, 'migrate', 'migrations'), { recursive: true });
     await cp(join(sourceRoot, 'migrations'), join(outDir, 'migrate', 'migrations'), { recursive: true });

@@ -117,6 +117,23 @@ describe('parseConfig', () => {
   });
 });
 
+describe('the ingest function’s schema registry', () => {
+  const REGISTRY = '{"type":"glue","registryArn":"arn:aws:glue:eu-west-1:123456789012:registry/payments"}';
+
+  it('keeps a Confluent secret’s credentials 300 s by default, or SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS', () => {
+    expect(parseConfig({ ...LOCAL, SCHEMA_REGISTRY: REGISTRY }).schemaRegistry).toEqual({
+      declaration: JSON.parse(REGISTRY),
+      timeoutMs: DEFAULTS.schemaRegistryTimeoutMs,
+      secretMaxAgeSeconds: 300,
+    });
+    expect(
+      parseConfig({ ...LOCAL, SCHEMA_REGISTRY: REGISTRY, SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS: '60' }).schemaRegistry
+        ?.secretMaxAgeSeconds,
+    ).toBe(60);
+    expect(() => parseConfig({ ...LOCAL, SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS: '0' })).toThrow(/SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS/);
+  });
+});
+
 describe('consumer selection', () => {
   it('requires CONSUMER_NAME where a function serves one consumer', () => {
     expect(errorOf(() => requireConsumerName(parseConfig(LOCAL))).message).toMatch(/CONSUMER_NAME: required/);

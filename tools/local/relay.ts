@@ -7,7 +7,7 @@
  *
  *   SimulatedTopics   an OutboxProducer: per topic, partitions chosen by the key's hash,
  *                     an append-only log per partition. A refused send writes nothing, as a
- *                     broker that did not acknowledge (kafkajs rejects the send).
+ *                     broker that did not acknowledge (the client rejects the send).
  *   crashes           'before-publish': a relay claims lanes under a short lease and dies;
  *                     the next claim after the lease takes them over. 'after-ack': a relay
  *                     dies after the broker acknowledged its send, before it recorded it;

@@ -209,7 +209,7 @@ describe('refusals', () => {
     expect(producer.eventIdsOf('X')).toEqual(rows.map((r) => r.event_id));
   });
 
-  it('the real kafkajs producer with no broker to reach: the send fails, nothing is marked published', async () => {
+  it('the real Kafka client with no broker to reach: the send fails after its retries, nothing is marked published', async () => {
     await insertOutboxRows(sql, [{ aggregateId: 'K' }]);
     const producer = createMskProducer(
       {
@@ -218,19 +218,22 @@ describe('refusals', () => {
         clientId: 'relay-test',
         connectionTimeoutMs: 300,
         requestTimeoutMs: 1_000,
-        retries: 1,
+        retries: 2,
       },
-      { warn: () => {}, error: () => {} },
       async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' }),
     );
 
     const result = await relay(sql, producer);
+    await producer.close();
 
     expect(result).toMatchObject({ claimed: 1, published: 0, refused: 1 });
     const [row] = await sql<{ published_at: Date | null; last_error_code: string; last_error_message: string }[]>`
       select published_at, last_error_code, last_error_message from integration.outbox`;
     expect(row).toMatchObject({ published_at: null, last_error_code: 'PUBLISH_REFUSED' });
-    expect(row!.last_error_message).toMatch(/^KafkaJSNumberOfRetriesExceeded: Connection error: connect ECONNREFUSED 127\.0\.0\.1:/);
+    // The first step (the idempotent producer's id), tried 1 + 2 times, down to the refused connection.
+    expect(row!.last_error_message).toMatch(
+      /^KafkaSendError: initProducerId failed 3 times: Cannot connect to any broker: Connection to 127\.0\.0\.1:\d+ failed: connect ECONNREFUSED 127\.0\.0\.1:\d+$/,
+    );
   });
 });
 

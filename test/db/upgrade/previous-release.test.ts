@@ -72,7 +72,8 @@ const roleOf = (fn: Exclude<FunctionName, 'migrate'>, consumer?: string): Databa
   return DatabaseRoles[fn];
 };
 
-async function relayEnv(): Promise<Record<string, string>> {
+/** The relay's settings, as each release's CDK app sets them (this one's client retries at least twice). */
+async function relayEnv(release: Release): Promise<Record<string, string>> {
   return {
     // No broker listens there: the relay claims, is refused, and records the refusal.
     KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
@@ -80,7 +81,7 @@ async function relayEnv(): Promise<Record<string, string>> {
     // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
     AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
     AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-    KAFKA_RETRIES: '1',
+    KAFKA_RETRIES: release === 'previous' ? '1' : '2',
     KAFKA_CONNECTION_TIMEOUT_MS: '300',
     RELAY_SAFETY_MARGIN_MS: '1000',
   };
@@ -96,7 +97,7 @@ async function invoke(release: Release, fn: FunctionName, event: unknown, consum
     // The scheduled worker stops at its first empty claim rather than staying awake.
     WORKER_IDLE_MS: '0',
     ...(consumer === undefined ? {} : { CONSUMER_NAME: consumer }),
-    ...(fn === 'relay' ? await relayEnv() : {}),
+    ...(fn === 'relay' ? await relayEnv(release) : {}),
   };
   const output = await invokeBundle(bundleOf(bundles[release], fn), event, env, { requestId: `${release}-${fn}-${randomUUID()}` }).catch(
     (error: { stdout?: string; stderr?: string }) => {

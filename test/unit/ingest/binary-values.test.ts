@@ -12,8 +12,8 @@ import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import { resolveValueSchemas } from '../../../functions/ingest/value-route';
+import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
 import {
-  confluentFetcher,
   createSchemaSource,
   RegistryUnavailableError,
   SchemaNotFoundError,
@@ -23,6 +23,16 @@ import {
 import type { KafkaRecord } from '../../../functions/ingest/types';
 import { compileSchema, type SchemaDefinition } from '../../../functions/ingest/writer-schema';
 import { mskRecord } from '../../../tools/msk-events';
+import {
+  avroPaymentValue,
+  ORG as REFERENCE_ORG,
+  protoPaymentValue,
+  REFERENCED_AVRO_PAYLOAD_JSON,
+  REFERENCED_PROTO_PAYLOAD_JSON,
+  REFERENCE_IDS,
+  REFERENCED_SCHEMAS,
+  REFERENCED_SUBJECTS,
+} from '../../fixtures/schema-registry/references';
 import {
   avroEncoder,
   confluentFrame,
@@ -219,7 +229,7 @@ function record(value: Uint8Array, meta?: { dataFormat: string; schemaId: string
 
 async function decodeWith(r: KafkaRecord, source: SchemaSource | undefined, consumer: ConsumerDeclaration = payments): Promise<Decoded> {
   const pinned = consumer.valueSchema
-    ? { schema: compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
+    ? { schema: await compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
     : undefined;
   const schemas = await resolveValueSchemas([r], { ...(source ? { source } : {}), ...(pinned ? { pinned } : {}) });
   return decodeRecord(r, consumer, limits, schemas);
@@ -300,7 +310,7 @@ describe('Avro', () => {
         },
       ],
     };
-    const compiled = compileSchema({ format: 'AVRO', definition: JSON.stringify(schema) });
+    const compiled = await compileSchema({ format: 'AVRO', definition: JSON.stringify(schema) });
     const body = Buffer.from([0x02, 0x02, 0x61]); // branch 1 (B), y = "a"
 
     expect(compiled.decode(body, 'none', 64)).toEqual({ json: '{"choice":{"B":{"y":"a"}}}' });
@@ -350,7 +360,7 @@ describe('Protobuf', () => {
 
   it('reads the single byte 00 as the first message', async () => {
     const first = PAYMENT_PROTO.replace('message Audit { string actor = 1; }\n', '');
-    const compiled = compileSchema({ format: 'PROTOBUF', definition: first });
+    const compiled = await compileSchema({ format: 'PROTOBUF', definition: first });
     const body = Buffer.concat([confluentMessageIndexes([0]), protoPayment(paymentProtoValue('e-1'))]);
 
     expect(body[0]).toBe(0x00);
@@ -574,5 +584,112 @@ describe('message indexes', () => {
     const { readMessageIndexes } = await import('../../../functions/ingest/framing');
     expect(readMessageIndexes(Buffer.from([...bytes, 0x0a]), 'confluent')).toEqual({ path, offset: bytes.length });
     expect([...confluentMessageIndexes(path)]).toEqual(bytes);
+  });
+});
+
+describe('Confluent schema references', () => {
+  let registry: Awaited<ReturnType<typeof startLocalRegistry>>;
+  beforeAll(async () => {
+    registry = await startLocalRegistry(
+      [
+        ...REFERENCED_SCHEMAS,
+        // A second envelope schema using the same Money (its subject is read once).
+        { ...REFERENCED_SCHEMAS.find((s) => s.id === REFERENCE_IDS.avroPayment)!, id: 204 },
+        // Using a subject version the registry does not have.
+        {
+          id: 205,
+          schema: JSON.stringify({ type: 'record', name: 'Gone', fields: [{ name: 'm', type: 'payments.v1.Money' }] }),
+          references: [{ name: 'payments.v1.Money', subject: 'payments.v1.Money', version: 9 }],
+        },
+        // Importing a file it does not reference.
+        {
+          id: 206,
+          schemaType: 'PROTOBUF',
+          schema: 'syntax = "proto3";\nimport "payments/v1/money.proto";\nmessage P { payments.v1.Money m = 1; }\n',
+        },
+        // A registry answering a cycle: A uses B, B uses A.
+        { id: 207, schema: '"string"', references: [{ name: 'a', subject: 'loop-a', version: 1 }] },
+        { id: 208, schema: '"string"', references: [{ name: 'b', subject: 'loop-b', version: 1 }] },
+        { id: 209, schema: '"string"', references: [{ name: 'a', subject: 'loop-a', version: 1 }] },
+      ],
+      {
+        subjects: [...REFERENCED_SUBJECTS, { subject: 'loop-a', version: 1, id: 208 }, { subject: 'loop-b', version: 1, id: 209 }],
+      },
+    );
+  });
+  afterAll(() => registry.close());
+
+  const source = () => createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 }));
+  const paths = (from: number) =>
+    registry
+      .log()
+      .slice(from)
+      .map((r) => `${r.status} ${r.path}`);
+
+  it('Avro: resolves the referenced subjects by version, a reference within a reference too, and decodes with their named types', async () => {
+    const eventId = randomUUID();
+    const from = registry.log().length;
+
+    const row = validRow(await decodeWith(record(avroPaymentValue(eventId)), source()));
+
+    expect(row.envelopeJson).toBe(
+      `{"event_id":"${eventId}","event_type":"payment.completed","event_version":1,"org_id":"${REFERENCE_ORG}","aggregate_id":"pay-7001","occurred_at":"2026-07-03T09:15:30.250Z","payload":${REFERENCED_AVRO_PAYLOAD_JSON}}`,
+    );
+    expect(paths(from)).toEqual([
+      '200 /schemas/ids/203',
+      '200 /subjects/payments.v1.Money/versions/1',
+      '200 /subjects/payments.v1.Currency/versions/1',
+    ]);
+  });
+
+  it('Protobuf: resolves the imported files by subject and version; message indexes count the schema’s own file', async () => {
+    const eventId = randomUUID();
+    const from = registry.log().length;
+
+    const row = validRow(await decodeWith(record(protoPaymentValue(eventId)), source()));
+
+    expect(row.envelopeJson).toBe(
+      `{"event_id":"${eventId}","event_type":"payment.completed","event_version":1,"org_id":"${REFERENCE_ORG}","aggregate_id":"pay-7002","occurred_at":"2026-07-03T09:15:30.250000000Z","payload":${REFERENCED_PROTO_PAYLOAD_JSON}}`,
+    );
+    expect(paths(from)).toEqual([
+      '200 /schemas/ids/213',
+      '200 /subjects/payments-money-proto/versions/1',
+      '200 /subjects/payments-currency-proto/versions/1',
+    ]);
+  });
+
+  it('keeps a subject version for the container: a second schema using it asks for the schema only', async () => {
+    const shared = source();
+    await decodeWith(record(avroPaymentValue(randomUUID())), shared);
+    const from = registry.log().length;
+    const value = Buffer.from(avroPaymentValue(randomUUID()));
+    value.writeUInt32BE(204, 1);
+
+    validRow(await decodeWith(record(value), shared));
+
+    expect(paths(from)).toEqual(['200 /schemas/ids/204']);
+  });
+
+  it('a referenced subject version the registry lacks is SCHEMA_NOT_FOUND, naming it', async () => {
+    const row = poisonRow(await decodeWith(record(confluentFrame(205, Buffer.from([0]))), source()));
+
+    expect(row).toMatchObject({
+      errorCode: PoisonCodes.SCHEMA_NOT_FOUND,
+      errorMessage: 'the registry has no payments.v1.Money version 9, which the schema references as payments.v1.Money (confluent)',
+    });
+  });
+
+  it('an import that is neither a reference nor a well-known type, and references in a cycle, do not compile: SCHEMA_MISMATCH', async () => {
+    const unreferenced = poisonRow(await decodeWith(record(confluentFrame(206, Buffer.from([0, 0x0a, 0]))), source()));
+    const cycle = poisonRow(await decodeWith(record(confluentFrame(207, Buffer.from([0]))), source()));
+
+    expect(unreferenced.errorCode).toBe(PoisonCodes.SCHEMA_MISMATCH);
+    expect(unreferenced.errorMessage).toBe(
+      'the writer schema (schema id 206) does not compile: the .proto imports payments/v1/money.proto, which is neither a well-known type nor a schema reference',
+    );
+    expect(cycle.errorCode).toBe(PoisonCodes.SCHEMA_MISMATCH);
+    expect(cycle.errorMessage).toBe(
+      "the writer schema (schema id 207) does not compile: the schema's references form a cycle: loop-a version 1 → loop-b version 1 → loop-a version 1",
+    );
   });
 });

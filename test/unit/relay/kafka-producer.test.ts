@@ -1,17 +1,18 @@
 /**
- * The MSK producer's configuration, without a broker: kafkajs gets IAM (SASL/OAUTHBEARER
- * over TLS) with a token AWS's signer made, an idempotent producer with one request in
- * flight, no topic auto-creation, and every send asks for acks=all.
+ * The MSK producer without a broker: the client gets IAM (SASL/OAUTHBEARER over TLS) with
+ * a token AWS's signer made, an idempotent producer with acks=all and one request in
+ * flight, bounded retries, Java's partitioning and no topic auto-creation; the relay's
+ * producer sends one batch at a time, starts a fresh idempotent session after a failed
+ * send, and says why a send failed down to its root cause.
  */
-import type { ProducerRecord } from 'kafkajs';
-import { Kafka } from 'kafkajs';
+import { murmur2, ProduceAcks, Producer, type SendOptions } from '@platformatic/kafka';
 import { describe, expect, it } from 'vitest';
 import { DEFAULTS, parseConfig, requireKafka } from '../../../functions/lib/config';
 import {
-  ACKS_ALL,
   KafkaOutboxProducer,
-  mskKafkaConfig,
-  producerConfig,
+  KafkaSendError,
+  mskProducerOptions,
+  retryDelayMs,
   type KafkaProducerClient,
 } from '../../../functions/relay/kafka-producer';
 
@@ -21,30 +22,30 @@ const ENV = {
   AWS_REGION: 'eu-west-1',
 };
 const settings = requireKafka(parseConfig(ENV));
-const log = { warn: () => {}, error: () => {} };
 const staticCredentials = async () => ({ accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY' });
 
-describe('the MSK producer configuration', () => {
-  it('connects to the configured brokers over TLS with the IAM mechanism and the relay’s client id', () => {
-    const config = mskKafkaConfig(settings, log, staticCredentials);
+describe('the MSK producer options', () => {
+  it('connects to the configured brokers over TLS with the IAM mechanism, the relay’s client id and timeouts', () => {
+    const options = mskProducerOptions(settings, staticCredentials);
 
-    expect(config).toMatchObject({
+    expect(options).toMatchObject({
       clientId: DEFAULTS.kafkaClientId,
-      brokers: ['b-1.msk.example:9098', 'b-2.msk.example:9098'],
-      ssl: true,
-      sasl: { mechanism: 'oauthbearer' },
-      connectionTimeout: DEFAULTS.kafkaConnectionTimeoutMs,
+      bootstrapBrokers: ['b-1.msk.example:9098', 'b-2.msk.example:9098'],
+      tls: {},
+      tlsServerName: true,
+      sasl: { mechanism: 'OAUTHBEARER' },
+      connectTimeout: DEFAULTS.kafkaConnectionTimeoutMs,
       requestTimeout: DEFAULTS.kafkaRequestTimeoutMs,
+      timeout: DEFAULTS.kafkaRequestTimeoutMs,
     });
   });
 
   it('the OAUTHBEARER token is AWS’s signed kafka-cluster:Connect request for the region, signed offline', async () => {
-    const config = mskKafkaConfig(settings, log, staticCredentials);
-    const sasl = config.sasl as { oauthBearerProvider: () => Promise<{ value: string }> };
+    const { sasl } = mskProducerOptions(settings, staticCredentials);
+    const token = sasl!.token as () => Promise<string>;
 
-    const { value } = await sasl.oauthBearerProvider();
+    const url = new URL(Buffer.from(await token(), 'base64url').toString('utf8'));
 
-    const url = new URL(Buffer.from(value, 'base64url').toString('utf8'));
     expect(url.host).toBe('kafka.eu-west-1.amazonaws.com');
     expect(url.searchParams.get('Action')).toBe('kafka-cluster:Connect');
     expect(url.searchParams.get('X-Amz-Algorithm')).toBe('AWS4-HMAC-SHA256');
@@ -53,19 +54,59 @@ describe('the MSK producer configuration', () => {
     expect(url.searchParams.get('User-Agent')).toMatch(/^aws-msk-iam-sasl-signer-js\//);
   });
 
-  it('the producer is idempotent with one request in flight, bounded retries and no topic auto-creation', () => {
-    expect(producerConfig(settings)).toEqual({
+  it('is idempotent with acks=all, one request in flight, the configured retries and no topic auto-creation', () => {
+    expect(mskProducerOptions(settings)).toMatchObject({
       idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-      retry: { retries: DEFAULTS.kafkaRetries, initialRetryTime: 200, maxRetryTime: 2_000 },
+      acks: -1,
+      maxInflights: 1,
+      retries: DEFAULTS.kafkaRetries,
+      autocreateTopics: false,
+      strict: true,
     });
+    expect(ProduceAcks.ALL).toBe(-1);
+    expect([1, 2, 3, 4, 5, 9].map(retryDelayMs)).toEqual([200, 400, 800, 1_600, 2_000, 2_000]);
   });
 
-  it('kafkajs accepts the configuration as it stands (it refuses an idempotent producer without retries)', () => {
-    const kafka = new Kafka(mskKafkaConfig(settings, log, staticCredentials));
-    expect(() => kafka.producer(producerConfig(settings))).not.toThrow();
-    expect(() => kafka.producer({ ...producerConfig(settings), retry: { retries: 0 } })).toThrow(/Idempotent producer must allow retries/);
+  it('the client accepts the options under its own schema checks; it refuses what it cannot honour', async () => {
+    const producer = new Producer(mskProducerOptions(settings, staticCredentials));
+    try {
+      expect(producer.closed).toBe(false);
+      // An idempotent producer acknowledges with every in-sync replica or not at all.
+      await expect(producer.send({ acks: ProduceAcks.LEADER, messages: [{ topic: 't', key: 'k', value: 'v' }] })).rejects.toThrow(
+        'Idempotent producer requires acks to be ALL (-1).',
+      );
+    } finally {
+      await producer.close();
+    }
+  });
+
+  it('KAFKA_RETRIES below 2 fails the cold start: the client would retry an idempotent send without end', () => {
+    expect(() => parseConfig({ ...ENV, KAFKA_RETRIES: '1' })).toThrow(/KAFKA_RETRIES/);
+    expect(requireKafka(parseConfig({ ...ENV, KAFKA_RETRIES: '2' })).retries).toBe(2);
+  });
+
+  it('an aggregate’s partition is the one Java’s producer (and kafkajs) chose: murmur2 with the sign bit masked', () => {
+    // Kafka's own murmur2 test vectors (UtilsTest.testMurmur2), as Java computes them.
+    const java: Record<string, number> = {
+      '21': -973932308,
+      foobar: -790332482,
+      'a-little-bit-long-string': -985981536,
+      'a-little-bit-longer-string': -1486304829,
+      lkjh234lh9fiuh90y23oiuhsafujhadof229phr9h19h89h8: -58897971,
+      abc: 479470107,
+    };
+    const { partitioner } = mskProducerOptions(settings);
+    for (const [key, hash] of Object.entries(java)) {
+      expect(murmur2(Buffer.from(key))).toBe(hash);
+      // The client takes the partitioner's number modulo the topic's partition count.
+      for (const partitions of [3, 6, 12]) {
+        expect(partitioner!({ topic: 't', key }, Buffer.from(key), { metadata: undefined }) % partitions).toBe(
+          (hash & 0x7fffffff) % partitions,
+        );
+      }
+    }
+    // The client's default would put "21" elsewhere on three partitions.
+    expect((murmur2(Buffer.from('21')) >>> 0) % 3).not.toBe((java['21']! & 0x7fffffff) % 3);
   });
 
   it('the relay function needs brokers and a region: a cold start without them names both', () => {
@@ -77,56 +118,116 @@ describe('the MSK producer configuration', () => {
 });
 
 describe('KafkaOutboxProducer', () => {
-  function recordingClient(options: { failConnects?: number } = {}) {
-    const sent: ProducerRecord[] = [];
-    let connects = 0;
-    let failures = options.failConnects ?? 0;
-    const client: KafkaProducerClient = {
-      async connect() {
-        connects += 1;
-        if (failures-- > 0) throw new Error('connect refused');
-      },
-      async send(record) {
-        sent.push(record);
-        return [];
-      },
-      async disconnect() {},
+  type Sent = SendOptions<string, string, string, string>;
+
+  /** Clients that record their sends; `answer` decides each send's fate (by its number across clients). */
+  function recordingClients(answer: (n: number) => Promise<void> = async () => {}) {
+    const clients: { sent: Sent[]; closed: boolean }[] = [];
+    let sends = 0;
+    const create = (): KafkaProducerClient => {
+      const client = { sent: [] as Sent[], closed: false };
+      clients.push(client);
+      return {
+        async send(options) {
+          client.sent.push(options);
+          await answer(sends++);
+          return {};
+        },
+        async close() {
+          client.closed = true;
+        },
+      };
     };
-    return { client, sent, connects: () => connects };
+    return { create, clients };
   }
 
-  it('sends the messages to the topic in order with acks=all (-1), keys and headers as given', async () => {
-    const { client, sent } = recordingClient();
-    const producer = new KafkaOutboxProducer(client);
+  it('sends the messages to the topic in order with acks=all, keys and headers as given', async () => {
+    const { create, clients } = recordingClients();
+    const producer = new KafkaOutboxProducer(create);
 
     await producer.publish('t.v1', [
       { key: 'case_1', value: '{"n":1}', headers: { eventId: 'e1', eventType: 'x' } },
       { key: 'case_1', value: '{"n":2}', headers: { eventId: 'e2', eventType: 'x' } },
     ]);
 
-    expect(ACKS_ALL).toBe(-1);
-    expect(sent).toEqual([
+    expect(clients).toHaveLength(1);
+    expect(clients[0]!.sent).toEqual([
       {
-        topic: 't.v1',
         acks: -1,
         messages: [
-          { key: 'case_1', value: '{"n":1}', headers: { eventId: 'e1', eventType: 'x' } },
-          { key: 'case_1', value: '{"n":2}', headers: { eventId: 'e2', eventType: 'x' } },
+          { topic: 't.v1', key: 'case_1', value: '{"n":1}', headers: { eventId: 'e1', eventType: 'x' } },
+          { topic: 't.v1', key: 'case_1', value: '{"n":2}', headers: { eventId: 'e2', eventType: 'x' } },
         ],
       },
     ]);
   });
 
-  it('connects once for many sends; a failed connect fails that publish and is tried again by the next', async () => {
-    const { client, sent, connects } = recordingClient({ failConnects: 1 });
-    const producer = new KafkaOutboxProducer(client);
-    const message = { key: 'k', value: 'v', headers: {} };
+  it('one send at a time: lanes publishing side by side queue, each send after the previous was answered', async () => {
+    const answers: (() => void)[] = [];
+    const { create, clients } = recordingClients(() => new Promise<void>((resolve) => answers.push(resolve)));
+    const producer = new KafkaOutboxProducer(create);
+    const message = (key: string) => [{ key, value: '{}', headers: {} }];
 
-    await expect(producer.publish('t', [message])).rejects.toThrow('connect refused');
-    await producer.publish('t', [message]);
-    await producer.publish('t', [message]);
+    const a = producer.publish('t', message('A'));
+    const b = producer.publish('t', message('B'));
+    await new Promise((r) => setTimeout(r, 20));
+    const inFlightBefore = clients[0]!.sent.length;
+    answers[0]!();
+    await a;
+    await new Promise((r) => setTimeout(r, 20));
+    answers[1]!();
+    await b;
 
-    expect(connects()).toBe(2);
-    expect(sent).toHaveLength(2);
+    expect(inFlightBefore).toBe(1);
+    expect(clients[0]!.sent.map((s) => s.messages[0]!.key)).toEqual(['A', 'B']);
+  });
+
+  it('a failed send closes its client and the next send starts a new one (a new producer id); the queue goes on', async () => {
+    const { create, clients } = recordingClients(async (n) => {
+      if (n === 1) throw new Error('Request timed out');
+    });
+    const producer = new KafkaOutboxProducer(create);
+    const message = [{ key: 'k', value: 'v', headers: {} }];
+
+    await producer.publish('t', message);
+    const failed = producer.publish('t', message);
+    const after = producer.publish('t', message);
+
+    await expect(failed).rejects.toBeInstanceOf(KafkaSendError);
+    await after;
+    expect(clients.map((c) => [c.sent.length, c.closed])).toEqual([
+      [2, true],
+      [1, false],
+    ]);
+  });
+
+  it('a failure says what failed down to its root cause, the last attempt’s, and keeps the client’s code', async () => {
+    const refused = Object.assign(new Error('connect ECONNREFUSED 10.0.0.7:9098'), { code: 'ECONNREFUSED' });
+    const attempt = (host: string) => new Error(`Connection to ${host}:9098 failed.`, { cause: refused });
+    const chain = Object.assign(
+      new AggregateError(
+        [
+          new AggregateError([attempt('b-1')], 'Cannot connect to any broker.'),
+          new AggregateError([attempt('b-2')], 'Cannot connect to any broker.'),
+        ],
+        'initProducerId failed 2 times.',
+      ),
+      { code: 'PLT_KFK_MULTIPLE' },
+    );
+    const producer = new KafkaOutboxProducer(() => ({
+      send: () => Promise.reject(chain),
+      close: async () => {},
+    }));
+
+    const error = await producer.publish('t', [{ key: 'k', value: 'v', headers: {} }]).catch((e: unknown) => e);
+
+    expect(error).toBeInstanceOf(KafkaSendError);
+    expect(error).toMatchObject({
+      name: 'KafkaSendError',
+      code: 'PLT_KFK_MULTIPLE',
+      message:
+        'initProducerId failed 2 times: Cannot connect to any broker: Connection to b-2:9098 failed: connect ECONNREFUSED 10.0.0.7:9098',
+      cause: chain,
+    });
   });
 });
