@@ -6,7 +6,7 @@
  * applied, as its postinstall would). Extracted once per commit and kept for later runs.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readFileSync } from 'node:fs';
 import { mkdir, readdir, rm, symlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -40,9 +40,13 @@ async function sh(script: string, cwd: string): Promise<void> {
   await run('sh', ['-c', script], { cwd, maxBuffer: 64 * 1024 * 1024 });
 }
 
+function sameLockfile(dir: string): boolean {
+  return readFileSync(join(dir, 'package-lock.json'), 'utf8') === readFileSync(join(ROOT, 'package-lock.json'), 'utf8');
+}
+
 /** Its dependencies: ours when the lockfiles agree, else its own runtime ones, patched. */
 async function installDependencies(dir: string): Promise<void> {
-  if (readFileSync(join(dir, 'package-lock.json'), 'utf8') === readFileSync(join(ROOT, 'package-lock.json'), 'utf8')) {
+  if (sameLockfile(dir)) {
     await symlink(join(ROOT, 'node_modules'), join(dir, 'node_modules'), 'dir');
     return;
   }
@@ -57,7 +61,10 @@ export async function checkOutPreviousRelease(): Promise<PreviousRelease> {
   const { name, commit } = recordedPreviousRelease();
   const dir = join(ROOT, '.tmp', `release-${commit.slice(0, 12)}`);
   const ready = join(dir, '.ready');
-  if (existsSync(ready)) return { name, commit, root: dir };
+  // Ready, unless it borrowed this checkout's node_modules and this checkout's lockfile has changed since.
+  if (existsSync(ready) && (!lstatSync(join(dir, 'node_modules')).isSymbolicLink() || sameLockfile(dir))) {
+    return { name, commit, root: dir };
+  }
   try {
     await run('git', ['cat-file', '-e', `${commit}^{commit}`], { cwd: ROOT });
   } catch {
