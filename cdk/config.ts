@@ -6,6 +6,7 @@
  * context path in the message (`stages.prod.msk.clusterArn: …`), before any resource exists.
  */
 import { z } from 'zod';
+import { SESSION_TIMEOUTS } from '../functions/lib/session-settings';
 import {
   GLUE_REGISTRY_ARN,
   schemaRegistrySchema,
@@ -521,9 +522,21 @@ function unknownConsumerProblems(stage: string, overrides: StageSettings['consum
     .map((name) => `stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
 }
 
-/** The reaper's and the relay's timeouts against their safety margins and the relay's lease. */
+/**
+ * The reaper's and the relay's timeouts against their safety margins and the relay's lease;
+ * every margin against its role's statement_timeout (functions/lib/session-settings.ts), so
+ * that a statement started before the margin ends (57014) before the invocation does.
+ */
 function runnerTimingProblems(stage: string, rest: StageRest): string[] {
   const problems: string[] = [];
+  for (const fn of ['worker', 'reaper', 'relay'] as const) {
+    const statementSeconds = SESSION_TIMEOUTS[fn].statementMs / 1000;
+    if (rest[fn].safetyMarginSeconds < statementSeconds) {
+      problems.push(
+        `stages.${stage}.${fn}.safetyMarginSeconds: at least ${statementSeconds} s, the ${fn} role's statement_timeout: a statement started just before the margin must end before the invocation does`,
+      );
+    }
+  }
   // A reaper or relay whose timeout is not above its safety margin would start no batch at all.
   for (const fn of ['reaper', 'relay'] as const) {
     if (rest[fn].timeoutSeconds <= rest[fn].safetyMarginSeconds) {

@@ -9,6 +9,7 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Config } from './config';
+import { classifyError } from './errors';
 import { METRIC_DIMENSION, type MetricName } from './metric-names';
 
 export { MetricUnit };
@@ -44,4 +45,17 @@ export function createObservability(config: Config, component: string): Observab
 /** Add a count metric (skips nothing: zero is a data point dashboards rely on). */
 export function count(metrics: Metrics, name: MetricName, value: number): void {
   metrics.addMetric(name, MetricUnit.Count, value);
+}
+
+/**
+ * The warning of a function whose work ran a second time on a new connection (db.ts,
+ * retryOnDeadConnection): a connection died while the container was frozen, or a failover.
+ */
+export function connectionRetried(logger: Pick<Logger, 'warn'>): (error: unknown) => void {
+  return (error) => logger.warn('database_connection_retried', { errorCode: classifyError(error).code, reason: codeOf(error) });
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
 }

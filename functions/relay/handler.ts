@@ -10,8 +10,8 @@ import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers/index';
 import { emitsEvents } from '../framework/types';
 import { ConfigError, loadConfig, requireConsumerName, requireKafka } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
 import { createMskProducer } from './kafka-producer';
 import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
 
@@ -27,17 +27,23 @@ const producer = createMskProducer(kafka, logger);
 export async function handler(_event: unknown, context: Context): Promise<Omit<RelayResult, 'gauges'>> {
   logger.addContext(context);
   const sql = await getSql(config.database);
-  const { gauges: _gauges, ...result } = await runRelay({
+  await beginInvocation(sql, context);
+  const { gauges: _gauges, ...result } = await retryOnDeadConnection(
     sql,
-    producer,
-    consumer,
-    config,
-    logger,
-    metrics,
-    // The suffix keeps the owner unique when Lambda retries an invocation under the same request id.
-    owner: newRelayOwnerId(`relay:${context.awsRequestId}`),
-    remainingMs: () => context.getRemainingTimeInMillis(),
-  });
+    () =>
+      runRelay({
+        sql,
+        producer,
+        consumer,
+        config,
+        logger,
+        metrics,
+        // The suffix keeps the owner unique when Lambda retries an invocation under the same request id.
+        owner: newRelayOwnerId(`relay:${context.awsRequestId}`),
+        remainingMs: () => context.getRemainingTimeInMillis(),
+      }),
+    connectionRetried(logger),
+  );
   logger.info('relay_finished', { ...result });
   return result;
 }

@@ -7,8 +7,8 @@
 import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
 import { loadConfig, requireConsumerName } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
 import { createWorkerInvocation, type InvocationResult } from './invocation';
 import { wakeUpClient } from '../lib/wake-up';
 
@@ -23,15 +23,17 @@ let invoke: ReturnType<typeof createWorkerInvocation> | undefined;
 export async function handler(event: unknown, context: Context): Promise<InvocationResult> {
   logger.addContext(context);
   try {
-    invoke ??= createWorkerInvocation({
-      sql: await getSql(config.database),
+    const sql = await getSql(config.database);
+    await beginInvocation(sql, context);
+    const run = (invoke ??= createWorkerInvocation({
+      sql,
       consumer,
       config,
       logger,
       metrics,
       ...(functionName !== undefined ? { self: { lambda: wakeUpClient(), functionName } } : {}),
-    });
-    const result = await invoke(event, context);
+    }));
+    const result = await retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger));
     logger.info('worker_finished', { ...result });
     return result;
   } finally {
