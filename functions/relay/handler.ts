@@ -44,6 +44,8 @@ export async function handler(_event: unknown, context: Context): Promise<Omit<R
       }),
     connectionRetried(logger),
   );
-  logger.info('relay_finished', { ...result });
+  // A run that found nothing to publish or purge (an idle consumer's, every minute) is told at DEBUG only.
+  if (result.claimed > 0 || result.purged > 0) logger.info('relay_finished', { ...result });
+  else logger.debug('relay_finished', { ...result });
   return result;
 }

@@ -34,7 +34,9 @@ export async function handler(event: unknown, context: Context): Promise<Invocat
       ...(functionName !== undefined ? { self: { lambda: wakeUpClient(), functionName } } : {}),
     }));
     const result = await retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger));
-    logger.info('worker_finished', { ...result });
+    // An invocation that found nothing to do (the schedule's, on an idle consumer) is told at DEBUG only.
+    if (result.claimed > 0 || result.fannedOut > 0 || result.handedOver) logger.info('worker_finished', { ...result });
+    else logger.debug('worker_finished', { ...result });
     return result;
   } finally {
     metrics.publishStoredMetrics();
