@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import { SESSION_TIMEOUTS } from '../functions/lib/session-settings';
+import { connectionBudget, connectionBudgetProblems } from './connection-budget';
 import {
   GLUE_REGISTRY_ARN,
   schemaRegistrySchema,
@@ -276,6 +277,11 @@ const stageSchema = z
         deletionProtection: z.boolean().default(true),
         /** Put an RDS Proxy between the functions and the cluster. */
         rdsProxy: z.boolean().default(false),
+        /**
+         * The writer's max_connections, when its parameter group sets one (`show max_connections`).
+         * Unset: Aurora Serverless v2's default for the capacity range (cdk/connection-budget.ts).
+         */
+        maxConnections: int(1, 262_143).optional(),
         /** How long the cluster's exported PostgreSQL log is kept in CloudWatch Logs. */
         logRetentionDays: logRetentionDays.default(30),
       })
@@ -383,17 +389,21 @@ const stageSchema = z
         failedInvocations: int(0, 1_000_000).default(0),
         /** Aurora Serverless v2: capacity used, percent of the maximum ACU (ACUUtilization). */
         databaseCapacityPercent: int(1, 100).default(90),
-        /** Connections, percent of the database's maximum (databaseMaxConnections). */
-        databaseConnectionsPercent: int(1, 100).default(80),
         /**
-         * The cluster's max_connections (`show max_connections`); by default AWS's formula for
-         * Aurora PostgreSQL at the maximum capacity: LEAST(memory / 9,531,392, 5,000), 2 GiB an ACU.
+         * Connections, percent of the writer's max_connections (database.maxConnections, or
+         * Aurora's for the capacity range): the alarm's threshold and the stage's connection budget.
          */
-        databaseMaxConnections: int(1, 262_143).optional(),
+        databaseConnectionsPercent: int(1, 100).default(80),
+        /** Moved to database.maxConnections: refused with that message. */
+        databaseMaxConnections: z.unknown().optional(),
         /** Freeable memory below this percent of the memory at the maximum capacity. */
         databaseFreeableMemoryPercent: int(1, 100).default(10),
       })
       .refine((a) => a.email === undefined || a.snsTopicArn === undefined, { message: 'set alarms.email or alarms.snsTopicArn, not both' })
+      .refine((a) => a.databaseMaxConnections === undefined, {
+        path: ['databaseMaxConnections'],
+        message: 'moved to database.maxConnections (it sets the connection budget as well as the alarm)',
+      })
       .prefault({}),
   })
   .superRefine((stage, ctx) => {
@@ -507,6 +517,7 @@ export function parseStageConfig(
   problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
   problems.push(...pollerGroupProblems(stage, consumers));
   problems.push(...brokerRouteProblems(stage, consumers, rest));
+  if (consumers.length > 0) problems.push(...connectionBudgetProblems(stage, connectionBudget({ stage, ...rest, consumers })));
 
   if (problems.length > 0) {
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);

@@ -15,7 +15,8 @@ import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { type Construct } from 'constructs';
 import { sessionKindOf, type DatabaseRole } from '../../functions/lib/database-roles';
-import { queryBoundMs } from '../../functions/lib/session-settings';
+import { queryBoundMs, type SessionKind } from '../../functions/lib/session-settings';
+import { POOL_MAX } from '../connection-budget';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
 import { acknowledge } from './nag';
 
@@ -107,6 +108,7 @@ function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | un
   // and the master user, which the proxy does not serve.
   const connection = role !== undefined ? database.connection : undefined;
   const viaProxy = connection?.viaProxy === true;
+  const kind: SessionKind = role !== undefined ? sessionKindOf(role) : 'migrate';
   return {
     ...(role !== undefined && connection !== undefined
       ? {
@@ -121,7 +123,9 @@ function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | un
     DB_SSL: 'verify-full',
     // The client gives up on a statement its role's statement_timeout would have ended by now
     // (a dead peer); the timeouts themselves are the role's settings, not sent at connect.
-    DB_QUERY_TIMEOUT_MS: String(queryBoundMs(role !== undefined ? sessionKindOf(role) : 'migrate')),
+    DB_QUERY_TIMEOUT_MS: String(queryBoundMs(kind)),
+    // What the stage's connection budget counts for each of its containers.
+    DB_POOL_MAX: String(POOL_MAX[kind]),
     ...(viaProxy ? {} : { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE }),
     // Named prepared statements pin an RDS Proxy session.
     DB_PREPARE: viaProxy ? 'false' : 'true',
