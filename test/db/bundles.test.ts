@@ -6,16 +6,10 @@
  * Catches what unit tests cannot: module-format and bundling problems, cold-start
  * configuration, and the migration function finding its bundled SQL files.
  */
-import { execFile } from 'node:child_process';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { cp, mkdir, rm } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
-import { promisify } from 'node:util';
-import { build } from 'esbuild';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
-import { BUNDLE } from '../../cdk/constructs/inbox-function';
 import {
   DatabaseRoles,
   ingestRoleOf,
@@ -31,41 +25,16 @@ import { freePort } from '../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { useTestDatabase } from '../helpers/db';
-
-const run = promisify(execFile);
-const root = fileURLToPath(new URL('../../', import.meta.url));
-// Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
-// runtime's own copies would.
-const outDir = `${root}.tmp/bundles-${process.pid}`;
-const FUNCTIONS = ['ingest', 'worker', 'reaper', 'ops', 'migrate', 'relay'] as const;
-type Fn = (typeof FUNCTIONS)[number];
+import { buildBundles, type Bundles, type Fn } from './fixtures/bundles';
 
 const db = await useTestDatabase();
+let bundles: Bundles;
 
 beforeAll(async () => {
-  await Promise.all(
-    FUNCTIONS.map((fn) =>
-      build({
-        entryPoints: [`${root}functions/${fn}/handler.ts`],
-        outfile: `${outDir}/${fn}/index.mjs`,
-        bundle: true,
-        logLevel: 'silent',
-        format: BUNDLE.format,
-        target: BUNDLE.target,
-        platform: BUNDLE.platform,
-        mainFields: [...BUNDLE.mainFields],
-        minify: BUNDLE.minify,
-        banner: { js: BUNDLE.banner },
-        external: [...BUNDLE.external],
-      }),
-    ),
-  );
-  // What the migrations construct's afterBundling hook does.
-  await mkdir(`${outDir}/migrate/migrations`, { recursive: true });
-  await cp(MIGRATIONS_DIR, `${outDir}/migrate/migrations`, { recursive: true });
+  bundles = await buildBundles('bundles');
 }, 120_000);
 
-afterAll(() => rm(outDir, { recursive: true, force: true }));
+afterAll(() => bundles.remove());
 
 // Each test starts from empty tables: the functions' rows of one test are not another's.
 beforeEach(async () => {
@@ -89,29 +58,12 @@ function urlFor(fn: Fn, env: Record<string, string>): string {
 }
 
 /** Invoke a bundled handler in its own process; its output (JSON log lines, the result). */
-async function invokeOutput(
-  fn: Fn,
-  event: unknown,
-  env: Record<string, string>,
-  databaseUrl = urlFor(fn, env),
-): Promise<{ stdout: string; stderr: string }> {
-  return run(
-    process.execPath,
-    [`${root}test/db/fixtures/invoke-bundle.mjs`, `${outDir}/${fn}/index.mjs`, JSON.stringify(event), '60000', `req-${fn}`],
-    {
-      cwd: root,
-      timeout: 60_000,
-      // The Lambda environment: no inheritance from the test process beyond PATH.
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl, LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
-    },
-  );
+function invokeOutput(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)) {
+  return bundles.invokeOutput(fn, event, { DATABASE_URL: databaseUrl, ...env });
 }
 
 async function invoke(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)): Promise<any> {
-  const { stdout } = await invokeOutput(fn, event, env, databaseUrl);
-  const line = stdout.split('\n').find((l) => l.startsWith('RESULT '));
-  expect(line, stdout).toBeDefined();
-  return JSON.parse(line!.slice('RESULT '.length));
+  return bundles.invoke(fn, event, { DATABASE_URL: databaseUrl, ...env });
 }
 
 const accepted = (caseId: string, eventId: string) => ({
