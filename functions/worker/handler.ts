@@ -39,6 +39,7 @@ export async function handler(event: unknown, context: Context): Promise<Invocat
     else logger.debug('worker_finished', { ...result });
     return result;
   } finally {
-    metrics.publishStoredMetrics();
+    // An invocation that found nothing to do has nothing to publish (and no empty document to warn of).
+    if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   }
 }
