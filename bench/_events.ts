@@ -1,5 +1,6 @@
 /** The events the benchmarks store: regulatory-case envelopes with 1 KiB payloads. */
 import { randomBytes } from 'node:crypto';
+import { caseAccepted } from '../tools/case-events';
 
 export type Envelope = Record<string, unknown>;
 
@@ -9,16 +10,8 @@ export function filler(payload: Record<string, unknown>): Record<string, unknown
   return { ...payload, note: randomBytes(room).toString('base64').slice(0, room) };
 }
 
-/** A case's acceptance, its event id unique to the run `run`. */
+/** A case's acceptance with a 1 KiB payload, its event id unique to the run `run`. */
 export function accepted(run: string, n: number, caseId = `case_${n}`): Envelope {
-  return {
-    eventId: `evt_${run}_${randomBytes(8).toString('hex')}`,
-    eventType: 'regulatory.case.accepted.v1',
-    eventVersion: 1,
-    occurredAt: '2026-07-03T09:15:30Z',
-    producer: 'case-command-service',
-    aggregateType: 'case',
-    aggregateId: caseId,
-    payload: filler({ caseId, acceptedAt: '2026-07-03T09:15:30Z' }),
-  };
+  const envelope = caseAccepted(caseId, `evt_${run}_${randomBytes(8).toString('hex')}`);
+  return { ...envelope, payload: filler(envelope.payload) };
 }

@@ -21,11 +21,11 @@ import {
 import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migrate';
 import { withDatabase } from '../../tools/database-url';
-import { freePort } from '../../tools/embedded-postgres';
+import { caseAccepted } from '../../tools/case-events';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { useTestDatabase } from '../helpers/db';
-import { buildBundles, type Bundles, type Fn } from './fixtures/bundles';
+import { buildBundles, relayWithoutBrokers, type Bundles, type Fn } from './fixtures/bundles';
 
 const db = await useTestDatabase();
 let bundles: Bundles;
@@ -66,17 +66,6 @@ async function invoke(fn: Fn, event: unknown, env: Record<string, string>, datab
   return bundles.invoke(fn, event, { DATABASE_URL: databaseUrl, ...env });
 }
 
-const accepted = (caseId: string, eventId: string) => ({
-  eventId,
-  eventType: 'regulatory.case.accepted.v1',
-  eventVersion: 1,
-  occurredAt: '2026-07-03T09:15:30Z',
-  producer: 'case-command-service',
-  aggregateType: 'case',
-  aggregateId: caseId,
-  payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' },
-});
-
 describe('the bundled functions', () => {
   it('migrate: applies the bundled migration files to an empty database, then finds nothing to do', async () => {
     const adminUrl = inject('dbAdminUrl');
@@ -102,9 +91,9 @@ describe('the bundled functions', () => {
   it('ingest → worker → reaper → ops: one batch stored, processed, reported', async () => {
     const topic = 'regulatory.case.events.v1';
     const event = mskEvent([
-      mskRecord({ topic, partition: 0, offset: 10, value: accepted('case_b1', 'evt_b1') }),
+      mskRecord({ topic, partition: 0, offset: 10, value: caseAccepted('case_b1', 'evt_b1') }),
       mskRecord({ topic, partition: 0, offset: 11, rawValue: Buffer.from('not json').toString('base64') }),
-      mskRecord({ topic, partition: 1, offset: 7, value: accepted('case_b2', 'evt_b2') }),
+      mskRecord({ topic, partition: 1, offset: 7, value: caseAccepted('case_b2', 'evt_b2') }),
     ]);
     const consumer = { CONSUMER_NAME: 'case-projection' };
 
@@ -198,24 +187,10 @@ describe('the bundled functions', () => {
   it('ingest → worker → relay: case-sla’s obligation event is emitted; with no broker to reach the relay marks nothing published', async () => {
     const topic = 'regulatory.case.events.v1';
     const consumer = { CONSUMER_NAME: 'case-sla' };
-    await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: accepted('case_r1', 'evt_r1') })]), consumer);
+    await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: caseAccepted('case_r1', 'evt_r1') })]), consumer);
     expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({ claimed: 1, processed: 1 });
 
-    const relay = await invoke(
-      'relay',
-      { source: 'schedule' },
-      {
-        ...consumer,
-        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-        AWS_REGION: 'eu-west-1',
-        // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-        AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '1',
-        KAFKA_CONNECTION_TIMEOUT_MS: '300',
-        RELAY_SAFETY_MARGIN_MS: '1000',
-      },
-    );
+    const relay = await invoke('relay', { source: 'schedule' }, { ...consumer, ...(await relayWithoutBrokers()) });
 
     expect(relay).toEqual({ claimed: 1, published: 0, refused: 1, returned: 0, lost: 0, purged: 0 });
     expect(
@@ -294,7 +269,7 @@ describe('the bundled ingest wakes its worker', () => {
 
   const batch = () =>
     mskEvent([
-      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_w1', `evt_w1_${Date.now()}`) }),
+      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: caseAccepted('case_w1', `evt_w1_${Date.now()}`) }),
     ]);
 
   it('sends one asynchronous Invoke of its worker, with the slot it reserved, after storing the batch', async () => {

@@ -24,11 +24,11 @@ import { createSql } from '../../../functions/lib/db';
 import { loadMigrations, MIGRATIONS_DIR } from '../../../functions/lib/migrate';
 import { SESSION_TIMEOUTS, type SessionKind } from '../../../functions/lib/session-settings';
 import { withDatabase } from '../../../tools/database-url';
-import { freePort } from '../../../tools/embedded-postgres';
+import { caseAccepted } from '../../../tools/case-events';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
 import { ACCEPTED_STARTUP_PARAMETERS, startStartupProxy, type StartupProxy } from '../../helpers/startup-proxy';
-import { buildBundles, type Bundles } from '../fixtures/bundles';
+import { buildBundles, relayWithoutBrokers, type Bundles } from '../fixtures/bundles';
 
 const db = await useTestDatabase();
 const adminUrl = inject('dbAdminUrl');
@@ -59,17 +59,6 @@ function deployed(role: DatabaseRole | 'owner', kind: SessionKind, env: Record<s
   return { DATABASE_URL: proxy.urlThrough(url), DB_POOL_MAX: String(POOL_MAX[kind]), ...env };
 }
 
-const accepted = (caseId: string, eventId: string) => ({
-  eventId,
-  eventType: 'regulatory.case.accepted.v1',
-  eventVersion: 1,
-  occurredAt: '2026-07-03T09:15:30Z',
-  producer: 'case-command-service',
-  aggregateType: 'case',
-  aggregateId: caseId,
-  payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' },
-});
-
 describe('a proxy that accepts only user, database and application_name at connect', () => {
   it('refuses a client that sends a session setting or an encoding at connect (the startup message functions sent before)', async () => {
     const url = proxy.urlThrough(db.urlAs(DatabaseRoles.reaper));
@@ -99,7 +88,7 @@ describe('a proxy that accepts only user, database and application_name at conne
   it('lets ingest, worker, relay, reaper and ops do their work through it, each as its own role', async () => {
     const topic = 'regulatory.case.events.v1';
     const sla = { CONSUMER_NAME: 'case-sla' };
-    const batch = mskEvent([mskRecord({ topic, partition: 4, offset: 9, value: accepted('case_p1', 'evt_p1') })]);
+    const batch = mskEvent([mskRecord({ topic, partition: 4, offset: 9, value: caseAccepted('case_p1', 'evt_p1') })]);
 
     const ingest = await bundles.invoke('ingest', batch, deployed(ingestRoleOf({ name: 'case-sla' }), 'ingest', sla));
     const worker = await bundles.invoke(
@@ -110,17 +99,7 @@ describe('a proxy that accepts only user, database and application_name at conne
     const relay = await bundles.invoke(
       'relay',
       { source: 'schedule' },
-      deployed(relayRoleOf({ name: 'case-sla' }), 'relay', {
-        ...sla,
-        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-        AWS_REGION: 'eu-west-1',
-        // Never used (no broker answers, so no SASL); set so no credential lookup leaves the machine.
-        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-        AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '1',
-        KAFKA_CONNECTION_TIMEOUT_MS: '300',
-        RELAY_SAFETY_MARGIN_MS: '1000',
-      }),
+      deployed(relayRoleOf({ name: 'case-sla' }), 'relay', { ...sla, ...(await relayWithoutBrokers()) }),
     );
     const reaper = await bundles.invoke('reaper', { source: 'schedule' }, deployed(DatabaseRoles.reaper, 'reaper'));
     const ops = (await bundles.invoke('ops', { command: 'event', eventId: 'evt_p1' }, deployed(DatabaseRoles.ops, 'ops'))) as {
