@@ -6,28 +6,10 @@
  * Protocol (IPC): the child sends "ready" once the handler module is loaded; the parent
  * sends "go" to every child at once; each child answers with its totals and exits.
  */
-import { randomUUID } from 'node:crypto';
-import type { Context } from 'aws-lambda';
+import { lambdaContext } from './_lambda-context';
 
 const INVOCATION_MS = 15 * 60 * 1000;
-
-function context(): Context {
-  const started = Date.now();
-  return {
-    awsRequestId: randomUUID(),
-    functionName: 'bench-worker',
-    functionVersion: '$LATEST',
-    invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:bench-worker',
-    memoryLimitInMB: '1024',
-    logGroupName: '/aws/lambda/bench-worker',
-    logStreamName: 'bench',
-    callbackWaitsForEmptyEventLoop: false,
-    getRemainingTimeInMillis: () => INVOCATION_MS - (Date.now() - started),
-    done: () => {},
-    fail: () => {},
-    succeed: () => {},
-  };
-}
+const context = () => lambdaContext('bench-worker', INVOCATION_MS);
 
 const { handler } = await import('../functions/worker/handler');
 process.send!('ready');

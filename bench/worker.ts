@@ -30,16 +30,13 @@ import { parseArgs } from 'node:util';
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import postgres from 'postgres';
-import { CONSUMERS, getConsumer } from '../functions/consumers';
-import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
+import { getConsumer } from '../functions/consumers';
 import { workerRoleOf } from '../functions/lib/database-roles';
 import { createIngestHandler } from '../functions/ingest/ingest';
-import { TYPES, type Sql } from '../functions/lib/db';
-import { migrate } from '../functions/lib/migrate';
-import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
-import { prepareRoleLogins, roleUrl } from '../tools/database-roles';
-import { withDatabase } from '../tools/database-url';
+import { roleUrl } from '../tools/database-roles';
 import { mskEvent, spreadRecords } from '../tools/msk-events';
+import { createBenchDatabase, dropBenchDatabase, type BenchDatabase } from './_databases';
+import { accepted as acceptedEvent, filler, type Envelope } from './_events';
 import { graphilePeer } from './_graphile';
 import { benchServer } from './_server';
 
@@ -75,37 +72,12 @@ await admin`create extension if not exists pg_stat_statements`.catch(() => {});
 const run = randomBytes(3).toString('hex');
 let databases = 0;
 
-/** A 1 KiB JSON payload with a random filler (real payloads are not one repeated character). */
-function filler(payload: Record<string, unknown>): Record<string, unknown> {
-  const room = 1024 - JSON.stringify({ ...payload, note: '' }).length;
-  return { ...payload, note: randomBytes(room).toString('base64').slice(0, room) };
-}
+type Database = BenchDatabase;
 
-interface Database {
-  name: string;
-  url: string;
-  sql: Sql;
-}
+const database = (template?: string): Promise<Database> =>
+  createBenchDatabase(admin, server.url, `bench_worker_${run}_${++databases}`, template);
 
-async function database(template?: string): Promise<Database> {
-  const name = `bench_worker_${run}_${++databases}`;
-  await admin.unsafe(`create database "${name}"${template ? ` template "${template}"` : ''}`);
-  const url = withDatabase(server.url, name);
-  const sql = postgres(url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
-  if (template === undefined) {
-    await migrate(sql, await loadMigrations(MIGRATIONS_DIR));
-    await provisionConsumerRoles(sql, CONSUMERS);
-    await prepareRoleLogins(admin as unknown as Sql, server.url);
-  }
-  return { name, url, sql };
-}
-
-async function drop(db: Database): Promise<void> {
-  await db.sql.end({ timeout: 5 });
-  await admin.unsafe(`drop database if exists "${db.name}" with (force)`);
-}
-
-type Envelope = Record<string, unknown>;
+const drop = (db: Database): Promise<void> => dropBenchDatabase(admin, db);
 
 /** Store `envelopes` through the ingest handler, 500 records per MSK batch over 8 partitions. */
 async function ingest(db: Database, envelopes: Envelope[]): Promise<void> {
@@ -117,18 +89,7 @@ async function ingest(db: Database, envelopes: Envelope[]): Promise<void> {
   }
 }
 
-function accepted(n: number, caseId = `case_${n}`): Envelope {
-  return {
-    eventId: `evt_${run}_${randomBytes(8).toString('hex')}`,
-    eventType: 'regulatory.case.accepted.v1',
-    eventVersion: 1,
-    occurredAt: '2026-07-03T09:15:30Z',
-    producer: 'case-command-service',
-    aggregateType: 'case',
-    aggregateId: caseId,
-    payload: filler({ caseId, acceptedAt: '2026-07-03T09:15:30Z' }),
-  };
-}
+const accepted = (n: number, caseId?: string): Envelope => acceptedEvent(run, n, caseId);
 
 function statusChanged(caseId: string, version: number): Envelope {
   return {

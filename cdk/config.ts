@@ -6,6 +6,8 @@
  * context path in the message (`stages.prod.msk.clusterArn: …`), before any resource exists.
  */
 import { z } from 'zod';
+import { SESSION_TIMEOUTS } from '../functions/lib/session-settings';
+import { connectionBudget, connectionBudgetProblems } from './connection-budget';
 import {
   GLUE_REGISTRY_ARN,
   schemaRegistrySchema,
@@ -279,6 +281,11 @@ const stageSchema = z
         deletionProtection: z.boolean().default(true),
         /** Put an RDS Proxy between the functions and the cluster. */
         rdsProxy: z.boolean().default(false),
+        /**
+         * The writer's max_connections, when its parameter group sets one (`show max_connections`).
+         * Unset: Aurora Serverless v2's default for the capacity range (cdk/connection-budget.ts).
+         */
+        maxConnections: int(1, 262_143).optional(),
         /** How long the cluster's exported PostgreSQL log is kept in CloudWatch Logs. */
         logRetentionDays: logRetentionDays.default(30),
       })
@@ -386,17 +393,21 @@ const stageSchema = z
         failedInvocations: int(0, 1_000_000).default(0),
         /** Aurora Serverless v2: capacity used, percent of the maximum ACU (ACUUtilization). */
         databaseCapacityPercent: int(1, 100).default(90),
-        /** Connections, percent of the database's maximum (databaseMaxConnections). */
-        databaseConnectionsPercent: int(1, 100).default(80),
         /**
-         * The cluster's max_connections (`show max_connections`); by default AWS's formula for
-         * Aurora PostgreSQL at the maximum capacity: LEAST(memory / 9,531,392, 5,000), 2 GiB an ACU.
+         * Connections, percent of the writer's max_connections (database.maxConnections, or
+         * Aurora's for the capacity range): the alarm's threshold and the stage's connection budget.
          */
-        databaseMaxConnections: int(1, 262_143).optional(),
+        databaseConnectionsPercent: int(1, 100).default(80),
+        /** Moved to database.maxConnections: refused with that message. */
+        databaseMaxConnections: z.unknown().optional(),
         /** Freeable memory below this percent of the memory at the maximum capacity. */
         databaseFreeableMemoryPercent: int(1, 100).default(10),
       })
       .refine((a) => a.email === undefined || a.snsTopicArn === undefined, { message: 'set alarms.email or alarms.snsTopicArn, not both' })
+      .refine((a) => a.databaseMaxConnections === undefined, {
+        path: ['databaseMaxConnections'],
+        message: 'moved to database.maxConnections (it sets the connection budget as well as the alarm)',
+      })
       .prefault({}),
   })
   .superRefine((stage, ctx) => {
@@ -510,6 +521,7 @@ export function parseStageConfig(
   problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
   problems.push(...pollerGroupProblems(stage, consumers));
   problems.push(...brokerRouteProblems(stage, consumers, rest));
+  if (consumers.length > 0) problems.push(...connectionBudgetProblems(stage, connectionBudget({ stage, ...rest, consumers })));
 
   if (problems.length > 0) {
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
@@ -525,9 +537,21 @@ function unknownConsumerProblems(stage: string, overrides: StageSettings['consum
     .map((name) => `stages.${stage}.consumers.${name}: no consumer declaration has this name (known: ${[...known].join(', ')})`);
 }
 
-/** The reaper's and the relay's timeouts against their safety margins and the relay's lease. */
+/**
+ * The reaper's and the relay's timeouts against their safety margins and the relay's lease;
+ * every margin against its role's statement_timeout (functions/lib/session-settings.ts), so
+ * that a statement started before the margin ends (57014) before the invocation does.
+ */
 function runnerTimingProblems(stage: string, rest: StageRest): string[] {
   const problems: string[] = [];
+  for (const fn of ['worker', 'reaper', 'relay'] as const) {
+    const statementSeconds = SESSION_TIMEOUTS[fn].statementMs / 1000;
+    if (rest[fn].safetyMarginSeconds < statementSeconds) {
+      problems.push(
+        `stages.${stage}.${fn}.safetyMarginSeconds: at least ${statementSeconds} s, the ${fn} role's statement_timeout: a statement started just before the margin must end before the invocation does`,
+      );
+    }
+  }
   // A reaper or relay whose timeout is not above its safety margin would start no batch at all.
   for (const fn of ['reaper', 'relay'] as const) {
     if (rest[fn].timeoutSeconds <= rest[fn].safetyMarginSeconds) {

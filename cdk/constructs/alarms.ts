@@ -22,6 +22,7 @@ import type * as sqs from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { MetricNames } from '../../functions/lib/metric-names';
 import type { StageConfig } from '../config';
+import { connectionsAlarmThreshold, maxConnectionsOf } from '../connection-budget';
 import type { InboxMetrics, MonitoredConsumer, MonitoredFunction } from './monitoring';
 
 /** Runbook section titles, as they appear in the README ("### Runbook: <title>"). */
@@ -70,21 +71,13 @@ export interface InboxAlarmsProps {
   scheduled: ScheduledFunction[];
   failureQueues: FailureQueue[];
   /** The database's alarms: the platform stack's alone. */
-  database?: { cluster: rds.IDatabaseCluster; maxCapacityAcu: number };
+  database?: { cluster: rds.IDatabaseCluster; config: Pick<StageConfig, 'database' | 'alarms'> };
   thresholds: StageConfig['alarms'];
   topic: sns.ITopic;
 }
 
 /** Memory per Aurora Serverless v2 capacity unit. */
 const ACU_BYTES = 2 * 1024 ** 3;
-
-/**
- * Aurora PostgreSQL's default max_connections at a capacity: LEAST(memory / 9,531,392, 5,000).
- * Serverless v2 sets it from the maximum capacity, so it does not move as the cluster scales.
- */
-export function defaultMaxConnections(maxCapacityAcu: number): number {
-  return Math.min(Math.floor((maxCapacityAcu * ACU_BYTES) / 9_531_392), 5_000);
-}
 
 const idOf = (label: string) => label.replace(/[^A-Za-z0-9]/g, '');
 
@@ -237,11 +230,16 @@ export class InboxAlarms extends Construct {
     );
   }
 
-  /** The database's alarms: capacity, connections, freeable memory. */
+  /**
+   * The database's alarms: capacity, connections, freeable memory. The connections alarm
+   * fires where the stage's connection budget ends (cdk/connection-budget.ts), against the
+   * writer's real max_connections (the 2,000 cap included).
+   */
   private databaseAlarms(database: NonNullable<InboxAlarmsProps['database']>): void {
     const { metrics: m, thresholds: t } = this;
-    const { cluster, maxCapacityAcu } = database;
-    const maxConnections = t.databaseMaxConnections ?? defaultMaxConnections(maxCapacityAcu);
+    const { cluster, config } = database;
+    const { maxCapacityAcu } = config.database;
+    const maxConnections = maxConnectionsOf(config);
     this.add(
       'DatabaseCapacity',
       cluster.metric('ACUUtilization', { statistic: 'Maximum', period: m.period }),
@@ -252,9 +250,9 @@ export class InboxAlarms extends Construct {
     this.add(
       'DatabaseConnections',
       cluster.metricDatabaseConnections({ statistic: 'Maximum', period: m.period }),
-      Math.floor((maxConnections * t.databaseConnectionsPercent) / 100),
+      connectionsAlarmThreshold(config),
       'databaseConnections',
-      `Aurora: connections above ${t.databaseConnectionsPercent} % of max_connections (${maxConnections}).`,
+      `Aurora: connections above the stage's connection budget, ${t.databaseConnectionsPercent} % of max_connections (${maxConnections.value}: ${maxConnections.basis}).`,
     );
     const memoryFloor = Math.floor((maxCapacityAcu * ACU_BYTES * t.databaseFreeableMemoryPercent) / 100);
     this.alarm(

@@ -41,10 +41,9 @@ export class ConsumerWorker extends Construct {
       environment: {
         CONSUMER_NAME: consumer.name,
         WORKER_BATCH_SIZE: String(consumer.workerBatchSize),
-        WORKER_SAFETY_MARGIN_MS: String(worker.safetyMarginSeconds * 1000),
-        // No statement may outlast the margin the worker keeps before its deadline, so an
+        // At least the worker role's statement_timeout (the stage config checks it), so an
         // invocation ends on time even when a statement hangs (it fails as 57014, retryable).
-        DB_STATEMENT_TIMEOUT_MS: String(worker.safetyMarginSeconds * 1000),
+        WORKER_SAFETY_MARGIN_MS: String(worker.safetyMarginSeconds * 1000),
         LEASE_SECONDS: String(worker.leaseSeconds),
         WORKER_MAX_CONCURRENCY: String(consumer.workerMaxConcurrency),
         WORKER_IDLE_MS: String(consumer.workerIdleSeconds * 1000),

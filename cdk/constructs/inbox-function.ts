@@ -14,7 +14,9 @@ import * as logs from 'aws-cdk-lib/aws-logs';
 import type * as rds from 'aws-cdk-lib/aws-rds';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { type Construct } from 'constructs';
-import type { DatabaseRole } from '../../functions/lib/database-roles';
+import { sessionKindOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { queryBoundMs, type SessionKind } from '../../functions/lib/session-settings';
+import { POOL_MAX } from '../connection-budget';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
 import { assertDependenciesPatched } from './dependency-patches';
 import { acknowledge } from './nag';
@@ -111,6 +113,7 @@ function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | un
   // and the master user, which the proxy does not serve.
   const connection = role !== undefined ? database.connection : undefined;
   const viaProxy = connection?.viaProxy === true;
+  const kind: SessionKind = role !== undefined ? sessionKindOf(role) : 'migrate';
   return {
     ...(role !== undefined && connection !== undefined
       ? {
@@ -123,6 +126,11 @@ function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | un
       : // The secret's ARN only: the migration function reads the secret on each invocation.
         { DB_SECRET_ARN: database.masterSecret.secretArn }),
     DB_SSL: 'verify-full',
+    // The client gives up on a statement its role's statement_timeout would have ended by now
+    // (a dead peer); the timeouts themselves are the role's settings, not sent at connect.
+    DB_QUERY_TIMEOUT_MS: String(queryBoundMs(kind)),
+    // What the stage's connection budget counts for each of its containers.
+    DB_POOL_MAX: String(POOL_MAX[kind]),
     ...(viaProxy ? {} : { NODE_EXTRA_CA_CERTS: LAMBDA_AMAZON_CA_BUNDLE }),
     // Named prepared statements pin an RDS Proxy session.
     DB_PREPARE: viaProxy ? 'false' : 'true',

@@ -60,12 +60,11 @@ export class OutboxRelay extends Construct {
         CONSUMER_NAME: consumer.name,
         KAFKA_BROKERS: props.brokers,
         RELAY_BATCH_SIZE: String(relay.batchSize),
+        // At least the relay role's statement_timeout (the stage config checks it).
         RELAY_SAFETY_MARGIN_MS: String(relay.safetyMarginSeconds * 1000),
         // Longer than the invocation (the stage config checks it); the relay caps each lease
         // at the time its invocation has left.
         LEASE_SECONDS: String(relay.leaseSeconds),
-        // No statement may outlast the margin kept before the deadline.
-        DB_STATEMENT_TIMEOUT_MS: String(relay.safetyMarginSeconds * 1000),
       },
     });
 

@@ -161,7 +161,7 @@ export class PlatformStack extends Stack {
         { label: "The schedules' dead-letter queue", queue: this.schedules.deadLetterQueue },
         { label: 'The failed-invocations queue', queue: this.schedules.failedInvocations },
       ],
-      database: { cluster: stateful.cluster, maxCapacityAcu: config.database.maxCapacityAcu },
+      database: { cluster: stateful.cluster, config },
       thresholds: config.alarms,
       topic: this.alarmTopic,
     });

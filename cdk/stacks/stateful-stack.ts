@@ -15,6 +15,7 @@ import type * as sam from 'aws-cdk-lib/aws-sam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
 import { runtimeRoles } from '../../functions/lib/database-roles';
+import { proxyMaxConnectionsPercent } from '../connection-budget';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { acknowledge } from '../constructs/nag';
 import type { InterfaceEndpoint, StageConfig } from '../config';
@@ -214,6 +215,9 @@ export class StatefulStack extends Stack {
         // Long enough for a worker's drain loop; short enough that a frozen container's
         // connection does not hold a database backend for long.
         idleClientTimeout: Duration.minutes(15),
+        // Within the stage's connection budget, leaving room for the migration function and
+        // operators, who connect directly (cdk/connection-budget.ts).
+        maxConnectionsPercent: proxyMaxConnectionsPercent(config),
       });
       proxy.connections.allowFrom(
         this.functionSecurityGroup,

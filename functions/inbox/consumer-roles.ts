@@ -12,11 +12,15 @@
  * outside the inbox's own schema is revoked. A consumer no longer declared has its roles
  * retired: NOLOGIN, and policies that match none of its rows.
  *
+ * Then every role a function logs in as, and the migration role, gets its session settings
+ * (role-settings.ts).
+ *
  * One transaction: a deploy whose declarations do not fit (two consumers mapping to one
  * role, a table that does not exist) changes nothing and fails the deployment.
  */
 import type { Sql, TransactionSql } from '../lib/db';
 import { consumerRolesOf, type ConsumerRole, type ConsumerRoleDeclaration, type TablePrivileges } from '../lib/database-roles';
+import { keepRoleSettings } from './role-settings';
 
 export class ConsumerRoleError extends Error {
   constructor(message: string) {
@@ -60,6 +64,7 @@ export async function provisionConsumerRoles(sql: Sql, consumers: readonly Consu
     }
     const retired = await tx<{ role: string }[]>`select integration.retire_consumer_roles(${roles.map((r) => r.role)}::name[]) as role`;
     for (const { role } of retired) await grantExactly(tx, role, {});
+    await keepRoleSettings(tx, consumers);
     return { roles: roles.map((r) => r.role), retired: retired.map((r) => r.role) };
   });
 }

@@ -6,7 +6,7 @@
 import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
 import { DEFAULTS, loadConfig, requireConsumerName } from '../lib/config';
-import { getSql } from '../lib/db';
+import { beginInvocation, getSql } from '../lib/db';
 import { classifyError, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
@@ -49,6 +49,7 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
       let sql;
       try {
         sql = await getSql(config.database);
+        await beginInvocation(sql, context);
       } catch (error) {
         // No client (e.g. no IAM token could be signed): nothing was stored, redeliver it all.
         const response = { batchItemFailures: failEveryPartition(event) };
@@ -65,6 +66,8 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
         ...(wakeUp ? { wakeUp } : {}),
         ...(schemaSource ? { schemaSource } : {}),
       });
+    } else {
+      await beginInvocation(await getSql(config.database), context);
     }
     return await ingest(event, context);
   } finally {

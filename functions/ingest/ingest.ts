@@ -25,8 +25,9 @@ import type { Context } from 'aws-lambda';
 import type { ConsumerDeclaration } from '../framework/types';
 import { workerPause } from '../inbox/consumer-pause';
 import type { Config } from '../lib/config';
-import type { Sql } from '../lib/db';
+import { retryOnDeadConnection, type Sql } from '../lib/db';
 import { classifyError, type Classification } from '../lib/errors';
+import { connectionRetried } from '../lib/observability';
 import type { WorkerTarget } from '../lib/wake-up';
 import { countOutcomes, emptyReport, logBatch, publishCounts, type IngestReport } from './batch-report';
 import { classifyRecords, type Classified } from './classify-records';
@@ -115,7 +116,13 @@ async function ingestBatch(setup: IngestSetup, event: KafkaEvent, context: Pick<
   let failure: Classification | undefined;
   if (classified.valid.length + classified.poison.length > 0) {
     try {
-      await storeClassified(setup, classified, report, context.awsRequestId);
+      // A connection that died while the container was frozen: once more on a new one, as
+      // long as nothing of the batch reached the database.
+      await retryOnDeadConnection(
+        deps.sql,
+        () => storeClassified(setup, classified, report, context.awsRequestId),
+        connectionRetried(deps.logger),
+      );
     } catch (error) {
       failure = classifyError(error);
       report.response.batchItemFailures = failEveryPartition(event);

@@ -1,6 +1,7 @@
 /**
  * The database settings every function reads: where to connect (one of DATABASE_URL,
- * DB_SECRET_ARN, DB_IAM_USER), how, and the session's timeouts.
+ * DB_SECRET_ARN, DB_IAM_USER), how, and how long the client waits. The session's own
+ * timeouts are not here: they are settings of the role (session-settings.ts).
  */
 import { z } from 'zod';
 import { DEFAULTS } from './config-defaults';
@@ -39,21 +40,41 @@ export const databaseEnv = {
   DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
   /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
   DB_PREPARE: boolean.default(true),
+  /** Connections one container may open at most: what the stage's connection budget counts (docs/capacity.md). */
   DB_POOL_MAX: integer(1, 100).default(DEFAULTS.dbPoolMax),
+  /**
+   * An idle connection is closed after this long; one that idled longer while the container
+   * was frozen is closed when the next invocation begins, before anything is sent on it.
+   * Below the roles' idle_session_timeout, above the schedules' minute.
+   */
   DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600).default(DEFAULTS.dbIdleTimeoutSeconds),
   DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60).default(DEFAULTS.dbConnectTimeoutSeconds),
-  DB_STATEMENT_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbStatementTimeoutMs),
   /**
-   * A Lambda killed or frozen inside a transaction leaves its session idle in transaction,
-   * holding row locks; the server ends such a session after this long (0: never).
+   * A connection that owes an answer and has heard nothing this long is taken for dead and
+   * closed, failing its statement at once (0: never). Above the role's statement_timeout,
+   * so a slow statement is cancelled by the server first; the CDK app sets it per function.
    */
-  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: integer(0, 60 * 60 * 1000).default(DEFAULTS.dbIdleInTransactionTimeoutMs),
+  DB_QUERY_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbQueryTimeoutMs),
+  /** Retired: the session's timeouts are settings of the role (ALTER ROLE … SET); refused with that message. */
+  DB_STATEMENT_TIMEOUT_MS: z.string().optional(),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.string().optional(),
 };
+
+/** Variables no longer read, and what replaced them. */
+const RETIRED = {
+  DB_STATEMENT_TIMEOUT_MS: "statement_timeout is a setting of the function's database role, kept by the migration step",
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS:
+    "idle_in_transaction_session_timeout is a setting of the function's database role, kept by the migration step",
+} as const;
 
 type DatabaseEnv = z.infer<z.ZodObject<typeof databaseEnv>>;
 
 /** One source of credentials, and with IAM authentication what it needs: checked across variables. */
 export function refineDatabaseEnv(env: DatabaseEnv, ctx: z.RefinementCtx): void {
+  for (const [key, instead] of Object.entries(RETIRED) as [keyof typeof RETIRED, string][]) {
+    // A session setting in the startup message is what RDS Proxy refuses: say where it went.
+    if (env[key] !== undefined) ctx.addIssue({ code: 'custom', path: [key], message: `no longer read: ${instead}` });
+  }
   const sources = (['DATABASE_URL', 'DB_SECRET_ARN', 'DB_IAM_USER'] as const).filter((k) => env[k] !== undefined);
   if (sources.length === 0) {
     ctx.addIssue({
@@ -93,8 +114,8 @@ export interface DatabaseConfig {
   poolMax: number;
   idleTimeoutSeconds: number;
   connectTimeoutSeconds: number;
-  statementTimeoutMs: number;
-  idleInTransactionTimeoutMs: number;
+  /** The client's bound on one statement's answer (0: none). */
+  queryTimeoutMs: number;
 }
 
 export function databaseConfig(e: DatabaseEnv): DatabaseConfig {
@@ -110,7 +131,6 @@ export function databaseConfig(e: DatabaseEnv): DatabaseConfig {
     poolMax: e.DB_POOL_MAX,
     idleTimeoutSeconds: e.DB_IDLE_TIMEOUT_SECONDS,
     connectTimeoutSeconds: e.DB_CONNECT_TIMEOUT_SECONDS,
-    statementTimeoutMs: e.DB_STATEMENT_TIMEOUT_MS,
-    idleInTransactionTimeoutMs: e.DB_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    queryTimeoutMs: e.DB_QUERY_TIMEOUT_MS,
   };
 }

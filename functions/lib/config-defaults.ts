@@ -4,10 +4,11 @@
  */
 export const DEFAULTS = {
   dbPoolMax: 4,
-  dbIdleTimeoutSeconds: 20,
+  /** Above the one-minute schedules (a container invoked every minute keeps its connection), below the roles' idle_session_timeout. */
+  dbIdleTimeoutSeconds: 120,
   dbConnectTimeoutSeconds: 5,
-  dbStatementTimeoutMs: 30_000,
-  dbIdleInTransactionTimeoutMs: 60_000,
+  /** The client's bound on a statement's answer: the longest role statement_timeout (30 s) and a grace (session-settings.ts). */
+  dbQueryTimeoutMs: 32_000,
   maxPayloadBytes: 256 * 1024,
   /** Deepest nesting of objects and arrays a record's value may have (docs/ingest.md, step 3). */
   maxJsonDepth: 64,

@@ -7,6 +7,8 @@
  * connect each function as its role, so a missing grant fails a test, not a deploy.
  */
 
+import type { SessionKind } from './session-settings';
+
 /** A consumer's mode, as its declaration says it (functions/framework/types.ts). */
 type Mode = 'deferred' | 'inline';
 
@@ -124,4 +126,14 @@ export function consumerRolesOf(
 /** Every role a function logs in as, for these consumers: the cross-consumer kinds' and each consumer's. */
 export function runtimeRoles(consumers: readonly RoleConsumer[]): DatabaseRole[] {
   return [...LOGIN_KIND_ROLES, ...consumerRolesOf(consumers).map((r) => r.role)];
+}
+
+/** The function kind a role serves, for its session settings (session-settings.ts). */
+export function sessionKindOf(role: DatabaseRole): SessionKind {
+  if (role === DatabaseRoles.reaper) return 'reaper';
+  if (role === DatabaseRoles.ops) return 'ops';
+  for (const kind of ['ingest', 'worker', 'relay'] as const) {
+    if (role === DatabaseRoles[kind] || role.startsWith(`${DatabaseRoles[kind]}_`)) return kind;
+  }
+  throw new Error(`${role} is not a role a function logs in as`);
 }

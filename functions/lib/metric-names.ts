@@ -48,3 +48,30 @@ export const MetricNames = {
 } as const;
 
 export type MetricName = (typeof MetricNames)[keyof typeof MetricNames];
+
+/**
+ * Published only when not zero (observability.ts, `measure`): counts and gauges of what goes
+ * wrong or happens rarely. CloudWatch bills a custom metric (a name and its dimensions) for
+ * every hour it receives a value, so each zero published per consumer every minute was a
+ * metric billed for nothing; a period without a value is no point on the dashboard, and
+ * nothing for an alarm that treats missing data as not breaching (all of these). What an
+ * alarm must hear even at zero (the backlog gauges, the outbox's oldest age, the pause) and
+ * the traffic counts stay published always.
+ */
+export const PUBLISHED_WHEN_NOT_ZERO: ReadonlySet<MetricName> = new Set<MetricName>([
+  MetricNames.RecordsDuplicate,
+  MetricNames.RecordsPoisoned,
+  MetricNames.BatchItemFailures,
+  MetricNames.SchemaRegistryUnavailable,
+  MetricNames.EventsRetried,
+  MetricNames.EventsQuarantined,
+  MetricNames.EventsIgnored,
+  MetricNames.WakeUpFailures,
+  MetricNames.HeldDepth,
+  MetricNames.PoisonLastHour,
+  MetricNames.StaleLeasesReleased,
+  MetricNames.RowsPurged,
+  MetricNames.PayloadsPurged,
+  MetricNames.OutboxPublishRefused,
+  MetricNames.OutboxRowsPurged,
+]);

@@ -9,7 +9,8 @@
 import { Logger } from '@aws-lambda-powertools/logger';
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Config } from './config';
-import { METRIC_DIMENSION, type MetricName } from './metric-names';
+import { classifyError } from './errors';
+import { METRIC_DIMENSION, PUBLISHED_WHEN_NOT_ZERO, type MetricName } from './metric-names';
 
 export { MetricUnit };
 
@@ -41,7 +42,35 @@ export function createObservability(config: Config, component: string): Observab
   return { logger, metrics };
 }
 
-/** Add a count metric (skips nothing: zero is a data point dashboards rely on). */
-export function count(metrics: Metrics, name: MetricName, value: number): void {
-  metrics.addMetric(name, MetricUnit.Count, value);
+/**
+ * Add a metric's value, unless it is zero and the metric is published only when it is not
+ * (PUBLISHED_WHEN_NOT_ZERO). Resolves whether it was added.
+ */
+export function measure(
+  metrics: Pick<GaugePublisher, 'addMetric'>,
+  name: MetricName,
+  unit: (typeof MetricUnit)[keyof typeof MetricUnit],
+  value: number,
+): boolean {
+  if (value === 0 && PUBLISHED_WHEN_NOT_ZERO.has(name)) return false;
+  metrics.addMetric(name, unit, value);
+  return true;
+}
+
+/** Add a count metric (measure's rule: zero is published where dashboards and alarms read it). */
+export function count(metrics: Pick<GaugePublisher, 'addMetric'>, name: MetricName, value: number): void {
+  measure(metrics, name, MetricUnit.Count, value);
+}
+
+/**
+ * The warning of a function whose work ran a second time on a new connection (db.ts,
+ * retryOnDeadConnection): a connection died while the container was frozen, or a failover.
+ */
+export function connectionRetried(logger: Pick<Logger, 'warn'>): (error: unknown) => void {
+  return (error) => logger.warn('database_connection_retried', { errorCode: classifyError(error).code, reason: codeOf(error) });
+}
+
+function codeOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' ? code : undefined;
 }

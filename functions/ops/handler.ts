@@ -13,9 +13,10 @@ import { S3Client } from '@aws-sdk/client-s3';
 import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { loadConfig } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
-import { createOpsHandler } from './run';
+import type { Context } from 'aws-lambda';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
+import { createOpsHandler, type OpsResponse } from './run';
 
 const config = loadConfig();
 const { logger } = createObservability(config, 'ops');
@@ -24,4 +25,12 @@ const lambda = new LambdaClient({});
 const ssm = new SSMClient({});
 const s3 = new S3Client({});
 
-export const handler = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, s3, config }), logger);
+const run = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, s3, config }), logger);
+
+export async function handler(event: unknown, context: Context): Promise<OpsResponse> {
+  // No client (no token could be signed): the command's own run reports it, as any failure.
+  const sql = await getSql(config.database).catch(() => undefined);
+  if (sql === undefined) return run(event, context);
+  await beginInvocation(sql, context);
+  return retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger));
+}

@@ -5,8 +5,8 @@
 import type { Context } from 'aws-lambda';
 import { CONSUMERS } from '../consumers/index';
 import { loadConfig } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
 import { runOnce } from './reaper';
 
 const config = loadConfig();
@@ -15,13 +15,19 @@ const { logger, metrics } = createObservability(config, 'reaper');
 export async function handler(_event: unknown, context: Context): Promise<{ released: number; quarantined: number; purged: number }> {
   logger.addContext(context);
   const sql = await getSql(config.database);
-  const result = await runOnce({
+  await beginInvocation(sql, context);
+  const result = await retryOnDeadConnection(
     sql,
-    consumers: CONSUMERS,
-    config,
-    logger,
-    metrics,
-    remainingMs: () => context.getRemainingTimeInMillis(),
-  });
+    () =>
+      runOnce({
+        sql,
+        consumers: CONSUMERS,
+        config,
+        logger,
+        metrics,
+        remainingMs: () => context.getRemainingTimeInMillis(),
+      }),
+    connectionRetried(logger),
+  );
   return { released: result.released, quarantined: result.quarantined, purged: result.purged };
 }

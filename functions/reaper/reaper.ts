@@ -17,7 +17,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { GaugePublisher } from '../lib/observability';
+import { measure, type GaugePublisher } from '../lib/observability';
 import { ConfigError, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
@@ -106,18 +106,23 @@ function emptyReport(consumerName: string): ConsumerReport {
 
 function publish(metrics: GaugePublisher, report: ConsumerReport): void {
   metrics.addDimension(METRIC_DIMENSION, report.consumerName);
-  metrics.addMetric(MetricNames.StaleLeasesReleased, MetricUnit.Count, report.released + report.quarantined);
-  metrics.addMetric(MetricNames.RowsPurged, MetricUnit.Count, report.rowsDeleted + report.poisonDeleted);
-  metrics.addMetric(MetricNames.PayloadsPurged, MetricUnit.Count, report.payloadsPurged);
+  const added = [
+    measure(metrics, MetricNames.StaleLeasesReleased, MetricUnit.Count, report.released + report.quarantined),
+    measure(metrics, MetricNames.RowsPurged, MetricUnit.Count, report.rowsDeleted + report.poisonDeleted),
+    measure(metrics, MetricNames.PayloadsPurged, MetricUnit.Count, report.payloadsPurged),
+  ];
   if (report.gauges !== null) {
-    metrics.addMetric(MetricNames.DueDepth, MetricUnit.Count, report.gauges.due_depth);
-    metrics.addMetric(MetricNames.OldestDueAgeSeconds, MetricUnit.Seconds, report.gauges.oldest_due_age_seconds);
-    metrics.addMetric(MetricNames.QuarantineDepth, MetricUnit.Count, report.gauges.quarantine_depth);
-    metrics.addMetric(MetricNames.HeldDepth, MetricUnit.Count, report.gauges.held_depth);
-    metrics.addMetric(MetricNames.PoisonLastHour, MetricUnit.Count, report.gauges.poison_last_hour);
-    metrics.addMetric(MetricNames.ConsumerPaused, MetricUnit.Count, report.gauges.paused ? 1 : 0);
+    added.push(
+      measure(metrics, MetricNames.DueDepth, MetricUnit.Count, report.gauges.due_depth),
+      measure(metrics, MetricNames.OldestDueAgeSeconds, MetricUnit.Seconds, report.gauges.oldest_due_age_seconds),
+      measure(metrics, MetricNames.QuarantineDepth, MetricUnit.Count, report.gauges.quarantine_depth),
+      measure(metrics, MetricNames.HeldDepth, MetricUnit.Count, report.gauges.held_depth),
+      measure(metrics, MetricNames.PoisonLastHour, MetricUnit.Count, report.gauges.poison_last_hour),
+      measure(metrics, MetricNames.ConsumerPaused, MetricUnit.Count, report.gauges.paused ? 1 : 0),
+    );
   }
-  metrics.publishStoredMetrics();
+  // Nothing to say (no gauges read in time, nothing released or purged): no empty document.
+  if (added.some(Boolean)) metrics.publishStoredMetrics();
 }
 
 /** One run's state, shared by its steps: each step adds what it did to the consumers' reports. */

@@ -10,8 +10,8 @@ import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers/index';
 import { emitsEvents } from '../framework/types';
 import { ConfigError, loadConfig, requireConsumerName, requireKafka } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
 import { createMskProducer } from './kafka-producer';
 import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
 
@@ -27,17 +27,25 @@ const producer = createMskProducer(kafka);
 export async function handler(_event: unknown, context: Context): Promise<Omit<RelayResult, 'gauges'>> {
   logger.addContext(context);
   const sql = await getSql(config.database);
-  const { gauges: _gauges, ...result } = await runRelay({
+  await beginInvocation(sql, context);
+  const { gauges: _gauges, ...result } = await retryOnDeadConnection(
     sql,
-    producer,
-    consumer,
-    config,
-    logger,
-    metrics,
-    // The suffix keeps the owner unique when Lambda retries an invocation under the same request id.
-    owner: newRelayOwnerId(`relay:${context.awsRequestId}`),
-    remainingMs: () => context.getRemainingTimeInMillis(),
-  });
-  logger.info('relay_finished', { ...result });
+    () =>
+      runRelay({
+        sql,
+        producer,
+        consumer,
+        config,
+        logger,
+        metrics,
+        // The suffix keeps the owner unique when Lambda retries an invocation under the same request id.
+        owner: newRelayOwnerId(`relay:${context.awsRequestId}`),
+        remainingMs: () => context.getRemainingTimeInMillis(),
+      }),
+    connectionRetried(logger),
+  );
+  // A run that found nothing to publish or purge (an idle consumer's, every minute) is told at DEBUG only.
+  if (result.claimed > 0 || result.purged > 0) logger.info('relay_finished', { ...result });
+  else logger.debug('relay_finished', { ...result });
   return result;
 }

@@ -35,7 +35,7 @@ import { completeOutbox, type OutboxOutcome } from '../outbox/complete-outbox';
 import { readOutboxGauges, type OutboxGauges } from '../outbox/outbox-gauges';
 import { deletePublishedOutbox } from '../outbox/purge-outbox';
 import { releaseOutboxLanes } from '../outbox/release-outbox-lanes';
-import type { GaugePublisher } from '../lib/observability';
+import { measure, type GaugePublisher } from '../lib/observability';
 import type { OutboxProducer } from './producer';
 import { publishLane, type LaneOutcome, type LanePublisher } from './publish-lane';
 
@@ -231,8 +231,8 @@ function publishMetrics(run: RelayRun): void {
   for (const [consumerName, counts] of run.perConsumer) {
     metrics.addDimension(METRIC_DIMENSION, consumerName);
     metrics.addMetric(MetricNames.OutboxEventsPublished, MetricUnit.Count, counts.published);
-    metrics.addMetric(MetricNames.OutboxPublishRefused, MetricUnit.Count, counts.refused);
-    metrics.addMetric(MetricNames.OutboxRowsPurged, MetricUnit.Count, counts.purged);
+    measure(metrics, MetricNames.OutboxPublishRefused, MetricUnit.Count, counts.refused);
+    measure(metrics, MetricNames.OutboxRowsPurged, MetricUnit.Count, counts.purged);
     const g = run.result.gauges?.find((x) => x.consumer_name === consumerName);
     if (g !== undefined) {
       metrics.addMetric(MetricNames.OutboxDepth, MetricUnit.Count, g.depth);

@@ -1,6 +1,9 @@
 /**
- * What a worker's batches came to, told: one log line per row, the counts of the run, and
- * the outcome metrics (per batch, as they happen, and the rest at the end).
+ * What a worker's batches came to, told: one log line per batch with its counts (INFO), a
+ * line per row that did not succeed (WARN for a retry, ERROR for a quarantine) and per row
+ * that did at DEBUG only, the counts of the run, and the outcome metrics (per batch, as they
+ * happen, and the rest at the end). At INFO a batch of a hundred processed rows is one line,
+ * not a hundred (docs/capacity.md, "Logs and metrics").
  */
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
@@ -54,7 +57,7 @@ function logRow(logger: Logger, consumerName: string, r: RowResult): void {
   };
   if (outcome.status === 'QUARANTINED') logger.error('consumer_inbox_processed', line);
   else if (outcome.status === 'RETRY_PENDING') logger.warn('consumer_inbox_processed', line);
-  else logger.info('consumer_inbox_processed', line);
+  else logger.debug('consumer_inbox_processed', line);
 }
 
 /**
@@ -68,13 +71,19 @@ export function recordReports(
   claimedAt: number,
 ): void {
   const { result, lost } = out;
+  const batch = { ...noOutcomes(), released: 0, lost: 0 };
+  let slowPath = false;
   for (const report of reports) {
     result.released += report.released.length;
     result.lost += report.lost.length;
+    batch.released += report.released.length;
+    batch.lost += report.lost.length;
+    slowPath ||= report.slowPath;
     lost.push(...report.lost);
     for (const r of report.completed) {
       logRow(tell.logger, tell.consumerName, r);
       result[COUNTER[r.outcome.status]] += 1;
+      batch[COUNTER[r.outcome.status]] += 1;
       if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
         // Received → processed, on one clock: the database's age at claim plus our time since.
         tell.metrics.addMetric(
@@ -88,6 +97,13 @@ export function recordReports(
       tell.logger.warn('worker_leases_lost', { consumerName: tell.consumerName, rows: report.lost.length });
     }
   }
+  tell.logger.info('worker_batch', {
+    consumerName: tell.consumerName,
+    claimed: Object.values(batch).reduce((n, v) => n + v, 0),
+    ...batch,
+    ...(slowPath ? { slowPath } : {}),
+    durationMs: Math.round(performance.now() - claimedAt),
+  });
 }
 
 /** The outcome metrics for what `result` counted since `reported`, which then catches up. */

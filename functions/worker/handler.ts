@@ -7,8 +7,8 @@
 import type { Context } from 'aws-lambda';
 import { getConsumer } from '../consumers';
 import { loadConfig, requireConsumerName } from '../lib/config';
-import { getSql } from '../lib/db';
-import { createObservability } from '../lib/observability';
+import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
+import { connectionRetried, createObservability } from '../lib/observability';
 import { createWorkerInvocation, type InvocationResult } from './invocation';
 import { wakeUpClient } from '../lib/wake-up';
 
@@ -23,18 +23,23 @@ let invoke: ReturnType<typeof createWorkerInvocation> | undefined;
 export async function handler(event: unknown, context: Context): Promise<InvocationResult> {
   logger.addContext(context);
   try {
-    invoke ??= createWorkerInvocation({
-      sql: await getSql(config.database),
+    const sql = await getSql(config.database);
+    await beginInvocation(sql, context);
+    const run = (invoke ??= createWorkerInvocation({
+      sql,
       consumer,
       config,
       logger,
       metrics,
       ...(functionName !== undefined ? { self: { lambda: wakeUpClient(), functionName } } : {}),
-    });
-    const result = await invoke(event, context);
-    logger.info('worker_finished', { ...result });
+    }));
+    const result = await retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger));
+    // An invocation that found nothing to do (the schedule's, on an idle consumer) is told at DEBUG only.
+    if (result.claimed > 0 || result.fannedOut > 0 || result.handedOver) logger.info('worker_finished', { ...result });
+    else logger.debug('worker_finished', { ...result });
     return result;
   } finally {
-    metrics.publishStoredMetrics();
+    // An invocation that found nothing to do has nothing to publish (and no empty document to warn of).
+    if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
   }
 }

@@ -4,7 +4,10 @@
  * out, or handing over at the end of its budget). What the Lambda handler runs, and what
  * the local run's simulated Lambda runs.
  *
- *   paused?             the consumer's processing is paused (ops pause): free the slot an
+ *   paused? due?        a plain invocation (the schedule's, ops resume's) asks both in one
+ *                       statement (worker-gate.ts): paused, or nothing due, it returns at
+ *                       once, holding no slot; an invited one checks the pause only
+ *   paused              the consumer's processing is paused (ops pause): free the slot an
  *                       invitation reserved for it, claim nothing, invoke nobody, return
  *   take a slot         the one an invitation reserved for it, else the lowest free one;
  *                       none free: the consumer's maximum of workers is awake, return
@@ -28,7 +31,8 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration } from '../framework/types';
-import { workerPause } from '../inbox/consumer-pause';
+import { workerPause, type PauseRow } from '../inbox/consumer-pause';
+import { workerGate } from '../inbox/worker-gate';
 import { dropInvitation, ensureSlots, takeFreeSlot, takeInvitedSlot } from '../inbox/worker-slot';
 import { DEFAULTS, type Config } from '../lib/config';
 import type { Sql } from '../lib/db';
@@ -56,8 +60,11 @@ export interface InvocationContext {
 }
 
 export interface InvocationResult extends Omit<WorkerResult, 'stoppedBy'> {
-  /** 'no-slot': every slot was held, so this invocation did nothing; 'paused': see StopReason. */
-  stoppedBy: StopReason | 'no-slot';
+  /**
+   * 'nothing-due': a plain invocation found no lane due and returned at once; 'no-slot':
+   * every slot was held, so this invocation did nothing; 'paused': see StopReason.
+   */
+  stoppedBy: StopReason | 'no-slot' | 'nothing-due';
   /** The slot it drained in. */
   slot: number | null;
   /** Workers it invoked to share its backlog. */
@@ -115,7 +122,14 @@ async function invoke(setup: InvocationSetup, rawEvent: unknown, context: Invoca
   const remainingMs = () => context.getRemainingTimeInMillis();
   const holdSeconds = () => Math.max(0.001, Math.min(SLOT_HOLD_SECONDS, remainingMs() / 1000));
 
-  if (await stayPaused(setup, event)) return { ...NOTHING, stoppedBy: 'paused', slot: null };
+  if (!isInvited(event)) {
+    // The schedule's safety net, every minute: one read decides whether there is anything to do.
+    const gate = await workerGate(sql, consumerName);
+    if (gate.pause !== null) return paused(setup, event, gate.pause);
+    if (!gate.due) return { ...NOTHING, stoppedBy: 'nothing-due', slot: null };
+  } else if (await stayPaused(setup, event)) {
+    return { ...NOTHING, stoppedBy: 'paused', slot: null };
+  }
   if (!setup.slotsReady) {
     await ensureSlots(sql, consumerName, setup.maxSlots);
     setup.slotsReady = true;
@@ -139,21 +153,23 @@ async function invoke(setup: InvocationSetup, rawEvent: unknown, context: Invoca
   }
 }
 
-/** The consumer's processing is paused: free the slot an invitation reserved, log, and say so. */
+/** An invited worker's consumer is paused: free the slot its invitation reserved, log, and say so. */
 async function stayPaused(setup: InvocationSetup, event: WorkerEvent): Promise<boolean> {
-  const { sql, consumerName, logger } = setup.scope;
+  const { sql, consumerName } = setup.scope;
   const pause = await workerPause(sql, consumerName);
   if (pause === null) return false;
   if (isInvited(event)) {
     await dropInvitation(sql, { consumerName, slotNo: event.slot, invitation: event.invitation });
   }
-  logger.info('worker_paused', {
-    consumerName,
-    source: event.source,
-    pausedBy: pause.paused_by,
-    pausedAt: pause.paused_at,
-  });
+  paused(setup, event, pause);
   return true;
+}
+
+/** Log that the consumer is paused; the invocation's result. */
+function paused(setup: InvocationSetup, event: WorkerEvent, pause: Pick<PauseRow, 'paused_by' | 'paused_at'>): InvocationResult {
+  const { consumerName, logger } = setup.scope;
+  logger.info('worker_paused', { consumerName, source: event.source, pausedBy: pause.paused_by, pausedAt: pause.paused_at });
+  return { ...NOTHING, stoppedBy: 'paused', slot: null };
 }
 
 /** The slot an invitation reserved for this worker, else the lowest free one; null when none is free. */

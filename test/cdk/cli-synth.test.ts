@@ -2,7 +2,8 @@
  * `npx cdk synth` on the repository as cloned: no AWS credentials, no context lookups,
  * no network beyond what the CLI itself skips (notices and version check off). The CLI runs
  * the app's own cdk-nag checks, so a new unacknowledged finding fails here too, and any
- * warning the CLI prints (an unanswered annotation, an unset feature flag) fails every stage.
+ * warning the CLI prints (an unanswered annotation, an unset feature flag) fails every stage;
+ * each prints its connection budget.
  * Every stage of cdk.json is synthesized this way, and every stage the README shows is one
  * of them, verbatim.
  */
@@ -32,6 +33,10 @@ function cdkSynth(args: string[], check: (outdir: string) => void): void {
     expect(output).not.toMatch(/\bWARNING\b/);
     expect(output).not.toMatch(/feature flags? (is|are) not configured/);
     expect(output).toContain('Successfully synthesized');
+    // Every synth tells the stage's connections against the writer's max_connections (cdk/connection-budget.ts).
+    expect(output).toMatch(
+      /Connection budget of stage [\w-]+: [\d,]+ of [\d,]+ \(the connections alarm's \d+ % of max_connections [\d,]+: /,
+    );
     expect(existsSync(join(outdir, 'manifest.json'))).toBe(true);
     check(outdir);
   } finally {

@@ -9,7 +9,8 @@
 import { readFileSync } from 'node:fs';
 import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { defaultMaxConnections, RUNBOOK } from '../../cdk/constructs/alarms';
+import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { connectionsAlarmThreshold, serverlessV2MaxConnections } from '../../cdk/connection-budget';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { emitsEvents } from '../../functions/framework/types';
 import { MetricNames } from '../../functions/lib/metric-names';
@@ -195,12 +196,7 @@ describe('failures page: queues, throttles, the database', () => {
     const max = s.config.database.maxCapacityAcu;
     const expected = [
       [RUNBOOK.databaseCapacity, 'ACUUtilization', 'GreaterThanThreshold', t.databaseCapacityPercent],
-      [
-        RUNBOOK.databaseConnections,
-        'DatabaseConnections',
-        'GreaterThanThreshold',
-        Math.floor((defaultMaxConnections(max) * t.databaseConnectionsPercent) / 100),
-      ],
+      [RUNBOOK.databaseConnections, 'DatabaseConnections', 'GreaterThanThreshold', connectionsAlarmThreshold(s.config)],
       [
         RUNBOOK.databaseMemory,
         'FreeableMemory',
@@ -215,8 +211,9 @@ describe('failures page: queues, throttles, the database', () => {
       expect(JSON.stringify(found[0]![1].Properties.Dimensions)).toContain('DBClusterIdentifier');
       expect(README).toContain(`### Runbook: ${section}\n`);
     }
-    // AWS's formula at 4 ACU (8 GiB): 901 connections.
-    expect(defaultMaxConnections(4)).toBe(901);
+    // dev: 0.5–2 ACU, 400 connections (between AWS's 189 at 1 ACU and 823 at 4); the alarm at 80 %.
+    expect(serverlessV2MaxConnections(0.5, max).value).toBe(400);
+    expect(connectionsAlarmThreshold(s.config)).toBe(320);
   });
 
   it('names a runbook section that exists in every alarm that notifies', () => {

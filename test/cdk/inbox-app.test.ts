@@ -14,6 +14,7 @@ import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../
 import { CONSUMERS } from '../../functions/consumers/index';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, runtimeRoles, workerRoleOf } from '../../functions/lib/database-roles';
+import { QUERY_GRACE_MS, SESSION_TIMEOUTS } from '../../functions/lib/session-settings';
 import {
   actionsOf,
   databaseUsersOf,
@@ -175,8 +176,11 @@ describe('schedules', () => {
       const lease = Number(w.Properties!.Environment.Variables.LEASE_SECONDS);
       const margin = Number(w.Properties!.Environment.Variables.WORKER_SAFETY_MARGIN_MS) / 1000;
       expect(w.Properties!.Timeout + margin).toBeLessThan(lease);
-      // A statement cannot run past the margin kept before the deadline.
-      expect(Number(w.Properties!.Environment.Variables.DB_STATEMENT_TIMEOUT_MS) / 1000).toBeLessThanOrEqual(margin);
+      // A statement cannot run past the margin kept before the deadline: the role's statement_timeout.
+      expect(SESSION_TIMEOUTS.worker.statementMs / 1000).toBeLessThanOrEqual(margin);
+      // The client waits a little longer than that for an answer before it takes the connection for dead.
+      expect(Number(w.Properties!.Environment.Variables.DB_QUERY_TIMEOUT_MS)).toBe(SESSION_TIMEOUTS.worker.statementMs + QUERY_GRACE_MS);
+      expect(w.Properties!.Environment.Variables.DB_STATEMENT_TIMEOUT_MS).toBeUndefined();
     }
   });
 });

@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { SLA_OBLIGATIONS_TOPIC } from '../../functions/consumers/case-sla';
 import { MetricNames } from '../../functions/lib/metric-names';
+import { queryBoundMs, SESSION_TIMEOUTS } from '../../functions/lib/session-settings';
 import {
   actionsOf,
   CLUSTER_ARN,
@@ -62,7 +63,8 @@ describe('the dev stage (a dev cluster created in the stage)', () => {
     const lookup = s.stateless.findResources('Custom::AWS')[lookupId!]!;
     expect(JSON.stringify(lookup.Properties!.Create)).toContain('getBootstrapBrokers');
     expect(relay.Properties!.Timeout).toBeGreaterThan(Number(env.RELAY_SAFETY_MARGIN_MS) / 1000);
-    expect(Number(env.DB_STATEMENT_TIMEOUT_MS)).toBeLessThanOrEqual(Number(env.RELAY_SAFETY_MARGIN_MS));
+    expect(SESSION_TIMEOUTS.relay.statementMs).toBeLessThanOrEqual(Number(env.RELAY_SAFETY_MARGIN_MS));
+    expect(Number(env.DB_QUERY_TIMEOUT_MS)).toBe(queryBoundMs('relay'));
     expect(Object.keys(env).some((k) => /PASSWORD|DATABASE_URL|SECRET_ACCESS_KEY/.test(k))).toBe(false);
   });
 

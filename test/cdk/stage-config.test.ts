@@ -121,6 +121,15 @@ describe('stage configuration', () => {
     );
   });
 
+  it.each(['worker', 'reaper', 'relay'] as const)(
+    'refuses a %s safety margin shorter than its role’s statement_timeout: a statement could outlive the invocation',
+    (fn) => {
+      expect(configError({ msk: { createDevCluster: true }, [fn]: { safetyMarginSeconds: 5 } }).message).toContain(
+        `stages.test.${fn}.safetyMarginSeconds: at least 10 s, the ${fn} role's statement_timeout`,
+      );
+    },
+  );
+
   it('refuses an out-of-range ESM setting', () => {
     expect(configError({ msk: { createDevCluster: true }, consumerDefaults: { maxRecordAgeSeconds: 30 } }).message).toContain(
       'stages.test.consumerDefaults.maxRecordAgeSeconds',

@@ -2,8 +2,9 @@
  * A stage that grows: fifty consumers in consumer stacks of twelve, offline. Every stack
  * stays within its budget (80 % of CloudFormation's 500 resources and 1 MB), the ops
  * function's environment does not grow with the consumers (Lambda allows 4 KB), every
- * dashboard stays under CloudWatch's 500 widgets, cdk-nag finds nothing; adding a consumer
- * rewrites nothing that another consumer or the platform deployed.
+ * dashboard stays under CloudWatch's 500 widgets, cdk-nag finds nothing, the stage's
+ * connections fit the writer's max_connections (and one that does not is refused); adding a
+ * consumer rewrites nothing that another consumer or the platform deployed.
  */
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -11,6 +12,7 @@ import { join } from 'node:path';
 import type { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, StageConfigError } from '../../cdk/config';
+import { connectionBudget, formatConnectionBudget } from '../../cdk/connection-budget';
 import { checkStackBudgets, STACK_BUDGET, StackBudgetError, stackSizes } from '../../cdk/stacks/budget';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { manyConsumers, teamConsumer } from './many-consumers';
@@ -32,9 +34,11 @@ function widgetsOf(dashboard: Resource): unknown[] {
 
 describe('a stage of 53 consumers (the 3 shipped and 50 test-only), 12 to a consumer stack', () => {
   const outdir = mkdtempSync(join(tmpdir(), 'inbox-50-'));
+  /** The dev stage with a writer large enough for fifty consumers' connections (dev's own 2 ACU are not: below). */
+  const WRITER = { database: { ...(CDK_JSON.context.stages.dev as { database: object }).database, maxCapacityAcu: 8 } };
   let s: Synthesized;
   beforeAll(() => {
-    s = synthesize({ bundle: false, consumers: manyConsumers(50), outdir });
+    s = synthesize({ bundle: false, consumers: manyConsumers(50), outdir, overrides: WRITER });
   });
   afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
@@ -78,6 +82,35 @@ describe('a stage of 53 consumers (the 3 shipped and 50 test-only), 12 to a cons
 
   it('passes cdk-nag AwsSolutions', () => {
     expect(unacknowledgedNagErrors(s.app)).toEqual([]);
+  });
+
+  it("prints its connection budget against the writer's max_connections, and the connections alarm fires where the budget ends", () => {
+    const budget = connectionBudget(s.config);
+    const printed = formatConnectionBudget('dev', budget);
+    console.log(printed);
+
+    // 53 × 1 mapping × 2 pollers × 5; 53 × (4 slots + 1); case-sla's relay, twice; the reaper, twice; ops 2 × 2; the migration.
+    expect(budget.lines.map((l) => [l.function, l.connections])).toEqual([
+      ['ingest', 530],
+      ['worker', 265],
+      ['relay', 2],
+      ['reaper', 2],
+      ['ops', 4],
+      ['migration', 1],
+    ]);
+    expect(printed).toMatch(
+      /^Connection budget of stage dev: 804 of 1,335 \(the connections alarm's 80 % of max_connections 1,669: Aurora Serverless v2 at 0\.5–8 ACU\)/,
+    );
+    const [[, alarm]] = resourcesOf(s.platform, 'AWS::CloudWatch::Alarm').filter(
+      ([, a]) => a.Properties.MetricName === 'DatabaseConnections',
+    ) as [[string, Resource]];
+    expect(alarm.Properties.Threshold).toBe(budget.limit);
+  });
+
+  it("is refused at dev's own 2 ACU, with the numbers and what to change", () => {
+    expect(() => parseStageConfig('dev', CDK_JSON.context.stages.dev, manyConsumers(50))).toThrow(
+      /stages\.dev: the functions can hold 804 connections at once \(ingest 530, worker 265, …\), over the budget of 320 \(alarms\.databaseConnectionsPercent of max_connections 400: Aurora Serverless v2 at 0\.5–2 ACU\)\. Lower consumerDefaults\.maxPollers or workerMaxConcurrency[^.]*, raise database\.maxCapacityAcu \(max_connections changes only when the writer restarts\)/,
+    );
   });
 });
 

@@ -10,7 +10,6 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { fileURLToPath } from 'node:url';
 import postgres from 'postgres';
 import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
 import {
@@ -24,10 +23,10 @@ import {
 import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
 import { withDatabase } from '../../tools/database-url';
-import { freePort } from '../../tools/embedded-postgres';
+import { caseAccepted } from '../../tools/case-events';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
-import { bundleOf, buildBundles, invokeBundle, resultOf, type BundleOutput, type FunctionName } from '../helpers/bundles';
+import { bundledFunctions, relayWithoutBrokers, resultOf, type Bundles, type FunctionName as Fn } from '../helpers/bundles';
 import { useTestDatabase } from '../helpers/db';
 import { packagesThatRan } from '../helpers/packages-that-ran';
 import {
@@ -41,18 +40,15 @@ import {
   protobufEncoder,
 } from '../../tools/registry-values';
 
-const root = fileURLToPath(new URL('../../', import.meta.url));
-// Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
-// runtime's own copies would.
-const outDir = `${root}.tmp/bundles-${process.pid}`;
-type Fn = FunctionName;
-
 const db = await useTestDatabase();
+let bundles: Bundles;
 
-// The ingest bundle with its source map beside it (the bundle's bytes unchanged): which packages ran, below.
-beforeAll(() => buildBundles(root, outDir, { sourcemap: ['ingest'] }), 120_000);
+beforeAll(async () => {
+  // The ingest bundle with its source map beside it (the bundle's bytes unchanged): which packages ran, below.
+  bundles = await bundledFunctions('bundles', { sourcemap: ['ingest'] });
+}, 120_000);
 
-afterAll(() => rm(outDir, { recursive: true, force: true }));
+afterAll(() => bundles.remove());
 
 // Each test starts from empty tables: the functions' rows of one test are not another's.
 beforeEach(async () => {
@@ -76,29 +72,13 @@ function urlFor(fn: Fn, env: Record<string, string>): string {
 }
 
 /** Invoke a bundled handler in its own process; its output (JSON log lines, the result). */
-function invokeOutput(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)): Promise<BundleOutput> {
-  return invokeBundle(
-    bundleOf(outDir, fn),
-    event,
-    { DATABASE_URL: databaseUrl, LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
-    { requestId: `req-${fn}`, cwd: root },
-  );
+function invokeOutput(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)) {
+  return bundles.invokeOutput(fn, event, { DATABASE_URL: databaseUrl, ...env });
 }
 
 async function invoke(fn: Fn, event: unknown, env: Record<string, string>, databaseUrl = urlFor(fn, env)): Promise<any> {
-  return resultOf(await invokeOutput(fn, event, env, databaseUrl));
+  return bundles.invoke(fn, event, { DATABASE_URL: databaseUrl, ...env });
 }
-
-const accepted = (caseId: string, eventId: string) => ({
-  eventId,
-  eventType: 'regulatory.case.accepted.v1',
-  eventVersion: 1,
-  occurredAt: '2026-07-03T09:15:30Z',
-  producer: 'case-command-service',
-  aggregateType: 'case',
-  aggregateId: caseId,
-  payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' },
-});
 
 describe('the bundled functions', () => {
   it('migrate: applies the bundled migration files to an empty database, then finds nothing to do', async () => {
@@ -144,9 +124,9 @@ describe('the bundled functions', () => {
   it('ingest → worker → reaper → ops: one batch stored, processed, reported', async () => {
     const topic = 'regulatory.case.events.v1';
     const event = mskEvent([
-      mskRecord({ topic, partition: 0, offset: 10, value: accepted('case_b1', 'evt_b1') }),
+      mskRecord({ topic, partition: 0, offset: 10, value: caseAccepted('case_b1', 'evt_b1') }),
       mskRecord({ topic, partition: 0, offset: 11, rawValue: Buffer.from('not json').toString('base64') }),
-      mskRecord({ topic, partition: 1, offset: 7, value: accepted('case_b2', 'evt_b2') }),
+      mskRecord({ topic, partition: 1, offset: 7, value: caseAccepted('case_b2', 'evt_b2') }),
     ]);
     const consumer = { CONSUMER_NAME: 'case-projection' };
 
@@ -240,24 +220,10 @@ describe('the bundled functions', () => {
   it('ingest → worker → relay: case-sla’s obligation event is emitted; with no broker to reach the relay marks nothing published', async () => {
     const topic = 'regulatory.case.events.v1';
     const consumer = { CONSUMER_NAME: 'case-sla' };
-    await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: accepted('case_r1', 'evt_r1') })]), consumer);
+    await invoke('ingest', mskEvent([mskRecord({ topic, partition: 2, offset: 5, value: caseAccepted('case_r1', 'evt_r1') })]), consumer);
     expect(await invoke('worker', { source: 'schedule' }, consumer)).toMatchObject({ claimed: 1, processed: 1 });
 
-    const relay = await invoke(
-      'relay',
-      { source: 'schedule' },
-      {
-        ...consumer,
-        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-        AWS_REGION: 'eu-west-1',
-        // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-        AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '2',
-        KAFKA_CONNECTION_TIMEOUT_MS: '300',
-        RELAY_SAFETY_MARGIN_MS: '1000',
-      },
-    );
+    const relay = await invoke('relay', { source: 'schedule' }, { ...consumer, ...(await relayWithoutBrokers()) });
 
     expect(relay).toEqual({ claimed: 1, published: 0, refused: 1, returned: 0, lost: 0, purged: 0 });
     expect(
@@ -336,7 +302,7 @@ describe('the bundled ingest wakes its worker', () => {
 
   const batch = () =>
     mskEvent([
-      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_w1', `evt_w1_${Date.now()}`) }),
+      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: caseAccepted('case_w1', `evt_w1_${Date.now()}`) }),
     ]);
 
   it('sends one asynchronous Invoke of its worker, with the slot it reserved, after storing the batch', async () => {
@@ -440,7 +406,7 @@ describe('the bundled ingest loads its decoders on demand', () => {
     const coverageDir = await mkdtemp(`${tmpdir()}/ingest-coverage-`);
     try {
       const result = await invoke('ingest', event, { ...env, NODE_V8_COVERAGE: coverageDir });
-      return { result, ran: await packagesThatRan(coverageDir, `${outDir}/ingest/index.mjs`) };
+      return { result, ran: await packagesThatRan(coverageDir, bundles.file('ingest')) };
     } finally {
       await rm(coverageDir, { recursive: true, force: true });
     }
@@ -448,7 +414,7 @@ describe('the bundled ingest loads its decoders on demand', () => {
 
   it('a JSON consumer’s batch runs no code of avsc, protobufjs, the Glue client or the Secrets Manager client', async () => {
     const event = mskEvent([
-      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: accepted('case_j1', 'evt_j1') }),
+      mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: caseAccepted('case_j1', 'evt_j1') }),
     ]);
 
     const { result, ran } = await ingestCoverage(event, { CONSUMER_NAME: 'case-projection' });
@@ -464,8 +430,8 @@ describe('the bundled ingest loads its decoders on demand', () => {
   it('a Glue consumer loads the Glue client, avsc and protobufjs with its first binary values, and stores them', async () => {
     const glue = await glueApi();
     try {
-      const avroValue = glueFrame(GLUE_AVRO, avroEncoder(CASE_AVRO_SCHEMA)(caseEventToAvro(accepted('case_g1', 'evt_g1'))));
-      const protoBody = protobufEncoder(CASE_PROTO, 'regulatory.case.v1.CaseEvent')(caseEventToProto(accepted('case_g2', 'evt_g2')));
+      const avroValue = glueFrame(GLUE_AVRO, avroEncoder(CASE_AVRO_SCHEMA)(caseEventToAvro(caseAccepted('case_g1', 'evt_g1'))));
+      const protoBody = protobufEncoder(CASE_PROTO, 'regulatory.case.v1.CaseEvent')(caseEventToProto(caseAccepted('case_g2', 'evt_g2')));
       const protoValue = glueFrame(GLUE_PROTO, Buffer.concat([glueMessageIndex(1), protoBody]));
       const event = mskEvent([
         mskRecord({ topic: 'regulatory.case.events.v1', partition: 0, offset: 1, value: avroValue }),

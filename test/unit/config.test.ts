@@ -24,8 +24,7 @@ describe('parseConfig', () => {
       poolMax: DEFAULTS.dbPoolMax,
       idleTimeoutSeconds: DEFAULTS.dbIdleTimeoutSeconds,
       connectTimeoutSeconds: DEFAULTS.dbConnectTimeoutSeconds,
-      statementTimeoutMs: DEFAULTS.dbStatementTimeoutMs,
-      idleInTransactionTimeoutMs: DEFAULTS.dbIdleInTransactionTimeoutMs,
+      queryTimeoutMs: DEFAULTS.dbQueryTimeoutMs,
     });
     expect(config.maxPayloadBytes).toBe(262_144);
     expect(config.worker).toEqual({
@@ -108,6 +107,16 @@ describe('parseConfig', () => {
   ])('names a malformed %s', (name, value, pattern) => {
     const error = errorOf(() => parseConfig({ ...LOCAL, [name]: value }));
     expect(error.message).toMatch(pattern);
+  });
+
+  it.each([
+    ['DB_STATEMENT_TIMEOUT_MS', /DB_STATEMENT_TIMEOUT_MS: no longer read: statement_timeout is a setting of the function's database role/],
+    [
+      'DB_IDLE_IN_TRANSACTION_TIMEOUT_MS',
+      /DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: no longer read: idle_in_transaction_session_timeout is a setting of the function's database role/,
+    ],
+  ])('refuses %s, a session setting it used to send at connect, saying where it went', (name, pattern) => {
+    expect(errorOf(() => parseConfig({ ...LOCAL, [name]: '30000' })).message).toMatch(pattern);
   });
 
   it('lists every bad variable at once', () => {

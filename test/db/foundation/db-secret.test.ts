@@ -5,7 +5,6 @@
  * to the handler's log line and to the Lambda's error output.
  */
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../../functions/lib/config';
 import { createSql } from '../../../functions/lib/db';
 import { useTestDatabase } from '../../helpers/db';
 
@@ -19,8 +18,7 @@ const config = {
   poolMax: 1,
   idleTimeoutSeconds: 5,
   connectTimeoutSeconds: 5,
-  statementTimeoutMs: 0,
-  idleInTransactionTimeoutMs: 0,
+  queryTimeoutMs: 0,
 };
 
 async function failureOf(promise: Promise<unknown>): Promise<Error> {
@@ -31,29 +29,6 @@ async function failureOf(promise: Promise<unknown>): Promise<Error> {
   }
   throw new Error('expected a rejection');
 }
-
-describe('createSql session settings', () => {
-  it('ends a session left idle in a transaction (a Lambda frozen or killed mid-batch), releasing its locks', async () => {
-    const sql = await createSql({
-      ...parseConfig({ DATABASE_URL: db.url, DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: '300' }).database,
-      poolMax: 1,
-    });
-    try {
-      const reserved = await sql.reserve();
-      await reserved`begin`;
-      await reserved`select 1`;
-      await new Promise((r) => setTimeout(r, 1_000));
-      const error = await failureOf(reserved`select 1`);
-      // 25P03 idle_in_transaction_session_timeout, or the closed connection it leaves behind.
-      expect([(error as { code?: string }).code]).toEqual([
-        expect.stringMatching(/^(25P03|CONNECTION_CLOSED|CONNECTION_DESTROYED|57P01)$/),
-      ]);
-      reserved.release();
-    } finally {
-      await sql.end({ timeout: 1 });
-    }
-  });
-});
 
 describe('createSql with a Secrets Manager secret', () => {
   it('connects with the secret of the cluster', async () => {

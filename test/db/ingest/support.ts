@@ -9,6 +9,7 @@ import { createIngest } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import type { Queryable, Sql } from '../../../functions/lib/db';
 import { ingestRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { caseAccepted as acceptedEnvelope } from '../../../tools/case-events';
 import type { TestDatabase } from '../../helpers/db';
 
 export const CASE_TOPIC = 'regulatory.case.events.v1';
@@ -16,19 +17,7 @@ export const PAYMENT_TOPIC = 'payment.completed';
 
 export function caseAccepted(eventId = `evt_${randomUUID()}`, overrides: Record<string, unknown> = {}) {
   const caseId = `case_${randomUUID().slice(0, 8)}`;
-  return {
-    eventId,
-    eventType: 'regulatory.case.accepted.v1',
-    eventVersion: 1,
-    occurredAt: '2026-07-03T09:15:30Z',
-    producer: 'case-command-service',
-    correlationId: `corr_${eventId}`,
-    aggregateType: 'case',
-    aggregateId: caseId,
-    partitionKey: caseId,
-    payload: { caseId, acceptedAt: '2026-07-03T09:15:30Z' },
-    ...overrides,
-  };
+  return { ...acceptedEnvelope(caseId, eventId), correlationId: `corr_${eventId}`, partitionKey: caseId, ...overrides };
 }
 
 export function paymentCompleted(eventId: string = randomUUID(), overrides: Record<string, unknown> = {}) {

@@ -245,6 +245,8 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.guard_consumer_rows(regclass)': [],
   'integration.provision_consumer_role(name,text,text,name[])': [],
   'integration.retire_consumer_roles(name[])': [],
+  // The migration step's keeper of the roles' session settings (0180): the owner's alone.
+  'integration.keep_role_settings(name,boolean,text[])': [],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */

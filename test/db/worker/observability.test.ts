@@ -1,4 +1,8 @@
-/** The worker's log line per row and its metrics (the case inbox design); never a payload. */
+/**
+ * The worker's log lines and metrics: one INFO line per batch with its counts, a line per row
+ * that did not succeed (WARN, ERROR) and per row that did at DEBUG only (identifiers, as the
+ * case inbox design lists them); never a payload.
+ */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { describe, expect, it } from 'vitest';
@@ -31,7 +35,7 @@ function recorders() {
 }
 
 describe('worker observability', () => {
-  it('logs consumer_inbox_processed per row with identifiers only, and counts outcomes', async () => {
+  it('logs a batch in one INFO line with its counts, each row at DEBUG or, when it failed, at ERROR, with identifiers only', async () => {
     const secret = 'SECRET-PAYLOAD-VALUE';
     const [good, bad] = await insertInboxRows(sql, [
       {
@@ -52,7 +56,7 @@ describe('worker observability', () => {
     expect(rows).toHaveLength(2);
     const byEvent = (id: string) => rows.find((l) => l.fields.eventId === id);
     expect(byEvent(good!.event_id)).toEqual({
-      level: 'info',
+      level: 'debug',
       message: 'consumer_inbox_processed',
       fields: {
         event: 'consumer_inbox_processed',
@@ -74,15 +78,32 @@ describe('worker observability', () => {
       fields: { eventId: bad!.event_id, outcome: 'QUARANTINED', errorCode: ErrorCodes.PAYLOAD_INVALID },
     });
     expect(JSON.stringify(r.lines)).not.toContain(secret);
+    // At INFO: the batch, once.
+    expect(r.lines.filter((l) => l.level === 'info')).toEqual([
+      {
+        level: 'info',
+        message: 'worker_batch',
+        fields: {
+          consumerName: 'case-projection',
+          claimed: 2,
+          processed: 1,
+          retried: 0,
+          quarantined: 1,
+          ignored: 0,
+          released: 0,
+          lost: 0,
+          durationMs: expect.any(Number),
+        },
+      },
+    ]);
 
-    // Added per batch and once more at the end: CloudWatch sums the values of a metric.
+    // Added per batch and once more at the end: CloudWatch sums the values of a metric. The
+    // counts of what went wrong or was skipped only when not zero (PUBLISHED_WHEN_NOT_ZERO).
     const counts: Record<string, number> = {};
     for (const m of r.metrics.filter((x) => x.unit === 'Count')) counts[m.name] = (counts[m.name] ?? 0) + m.value;
     expect(counts).toEqual({
       [MetricNames.EventsProcessed]: 1,
-      [MetricNames.EventsRetried]: 0,
       [MetricNames.EventsQuarantined]: 1,
-      [MetricNames.EventsIgnored]: 0,
     });
     const latency = r.metrics.filter((m) => m.name === MetricNames.ProcessingLatency);
     expect(latency).toHaveLength(1);

@@ -130,13 +130,43 @@ describe('a worker invocation and its slot', () => {
 
   it('gives a slot to at most maxConcurrency of the invocations that start at once', async () => {
     await insertInboxRows(db.sql, accepted(20));
-    const invoke = invocation({ idleMs: 500, maxConcurrency: 3 });
+    // One lane per claim: the first claims leave work due for every invocation's gate.
+    const invoke = invocation({ idleMs: 500, maxConcurrency: 3, batchSize: 1 });
 
     const results = await Promise.all(Array.from({ length: 5 }, (_, i) => invoke({ source: 'schedule' }, context(`req-c${i}`))));
 
     expect(results.map((r) => r.slot).sort()).toEqual([1, 2, 3, null, null]);
     expect(results.filter((r) => r.stoppedBy === 'no-slot')).toHaveLength(2);
     expect(results.reduce((n, r) => n + r.processed, 0)).toBe(20);
+  });
+
+  it('a scheduled invocation with nothing due sends one statement, takes no slot and invokes nobody', async () => {
+    // Rows that are not due: one backing off, one finished.
+    await insertInboxRows(db.sql, [
+      { payload: caseAcceptedPayload(), status: 'RETRY_PENDING', attemptCount: 1, nextAttemptInSeconds: 600 },
+      { payload: caseAcceptedPayload(), status: 'PROCESSED' },
+    ]);
+    const statements: string[] = [];
+    const sql = db.client({ role: workerRoleOf({ name: CONSUMER }), debug: (_c: number, query: string) => statements.push(query) });
+
+    const result = await createWorkerInvocation({
+      sql,
+      consumer: getConsumer(CONSUMER),
+      config: {
+        worker: { batchSize: 100, safetyMarginMs: 1_000, leaseSeconds: 300, idleMs: 10_000, pollMs: 250, maxConcurrency: 3 },
+        wakeUps: { enabled: true },
+      },
+      ...quietObservability(),
+      self: { lambda, functionName: WORKER },
+    })({ source: 'schedule' }, context('req-idle'));
+
+    expect(result).toMatchObject({ stoppedBy: 'nothing-due', slot: null, claimed: 0 });
+    // Besides postgres.js's own lookup of array types, once per new connection.
+    const own = statements.filter((q) => !q.includes('pg_catalog.pg_type'));
+    expect(own).toHaveLength(1);
+    expect(own[0]).toMatch(/^\s*select p\.paused_by/);
+    expect(await slots()).toEqual([]);
+    expect(invocations()).toEqual([]);
   });
 
   it('runs an event it does not recognize as a scheduled invocation', async () => {
