@@ -21,7 +21,7 @@ import { execFile } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { loadMigrations, MIGRATIONS_DIR, NO_TRANSACTION_DIRECTIVE, statementsOf } from '../functions/lib/migration-files';
+import { loadMigrations, MIGRATIONS_DIR, NO_TRANSACTION_DIRECTIVE, unquotedStatementsOf } from '../functions/lib/migration-files';
 
 const FIRST_LINTED_VERSION = 170;
 const EXCLUDED_RULES = ['require-lock-timeout', 'require-statement-timeout'];
@@ -66,7 +66,7 @@ async function squawk(names: string[], inTransaction: boolean): Promise<boolean>
 
 /** Transaction files that do what only a no-transaction file can. */
 function concurrentInTransaction(): boolean {
-  const offenders = files.filter((m) => m.transaction && /\bconcurrently\b/i.test(statementsOf(m.sql)));
+  const offenders = files.filter((m) => m.transaction && /\bconcurrently\b/i.test(unquotedStatementsOf(m.sql)));
   for (const m of offenders) {
     console.error(`${join(dir, m.name)}: CONCURRENTLY cannot run inside a transaction: start the file with ${NO_TRANSACTION_DIRECTIVE}`);
   }

@@ -148,6 +148,32 @@ export function statementsOf(sql: string): string {
 }
 
 /**
+ * The SQL outside every quoted part: comments left out, and each string, quoted name and
+ * dollar-quoted body (a function's code) as `''`. What a keyword search of the statements
+ * themselves reads.
+ */
+export function unquotedStatementsOf(sql: string): string {
+  let out = '';
+  for (let i = 0; i < sql.length;) {
+    const skipped = commentEnd(sql, i);
+    if (skipped !== undefined) {
+      out += ' ';
+      i = skipped;
+      continue;
+    }
+    const quoted = quotedEnd(sql, i);
+    if (quoted !== undefined) {
+      out += "''";
+      i = quoted;
+      continue;
+    }
+    out += sql[i];
+    i += 1;
+  }
+  return out.replace(/\s+/g, ' ').trim();
+}
+
+/**
  * The statements of a text one by one, split at the semicolons outside quotes, quoted names,
  * dollar-quoted bodies and comments; each without its comments (as statementsOf), empty ones
  * left out. For files that run outside a transaction, where each statement is sent alone.

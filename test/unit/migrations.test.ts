@@ -6,6 +6,7 @@ import {
   NO_TRANSACTION_DIRECTIVE,
   splitStatements,
   statementsOf,
+  unquotedStatementsOf,
 } from '../../functions/lib/migration-files';
 import { REWORDED_MIGRATIONS } from '../../functions/lib/reworded-migrations';
 
@@ -67,6 +68,13 @@ describe('a no-transaction file’s statements, one by one', () => {
       'create index concurrently if not exists "odd;name" on t (z)',
       'do $$ begin perform 1; commit; end $$',
     ]);
+  });
+
+  it('leave quoted text out of a keyword search: strings, quoted names and function bodies', () => {
+    const sql =
+      "-- concurrently\ncreate function f() returns void language plpgsql as $$ begin raise notice 'concurrently'; end $$;\nselect 'concurrently', \"concurrently\";";
+    expect(unquotedStatementsOf(sql)).toBe("create function f() returns void language plpgsql as ''; select '', '';");
+    expect(unquotedStatementsOf('create index concurrently i on t (x);')).toContain('concurrently');
   });
 
   it('mark their file: the directive on the first line', async () => {
