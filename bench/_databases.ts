@@ -6,7 +6,8 @@ import postgres from 'postgres';
 import { CONSUMERS } from '../functions/consumers';
 import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
 import { TYPES, type Sql } from '../functions/lib/db';
-import { loadMigrations, migrate, MIGRATIONS_DIR } from '../functions/lib/migrate';
+import { migrate } from '../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { prepareRoleLogins } from '../tools/database-roles';
 import { withDatabase } from '../tools/database-url';
 
