@@ -7,6 +7,7 @@
  */
 import { ErrorCodes, NonRetryableError } from '../lib/errors';
 import type { TransactionSql } from '../lib/db';
+import type { TraceCarrier } from '../lib/tracing';
 import type { InboxRow } from '../inbox/types';
 import type { BatchEventHandler } from './define';
 import { handlerContext, type AuditBatch } from './handler-context';
@@ -49,7 +50,7 @@ export function resolveHandler(consumer: ConsumerDeclaration, eventType: string,
   return { kind: 'handler', handler };
 }
 
-export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
+export function toInboxEvent(row: InboxRow, payload: unknown, traceContext: TraceCarrier | null = row.trace_context): InboxEvent {
   return {
     inboxId: row.inbox_id,
     consumerName: row.consumer_name,
@@ -66,6 +67,8 @@ export function toInboxEvent(row: InboxRow, payload: unknown): InboxEvent {
     causationId: row.causation_id,
     attempt: row.attempt_count,
     payload,
+    headers: row.headers ?? {},
+    traceContext,
   };
 }
 
@@ -82,7 +85,11 @@ export type PreparedDispatch =
  * quarantine errors (UNSUPPORTED_EVENT_TYPE / _VERSION, PAYLOAD_INVALID), so a batch can
  * settle those rows before it opens a savepoint for anything.
  */
-export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): PreparedDispatch {
+export function prepareDispatch(
+  consumer: ConsumerDeclaration,
+  row: InboxRow,
+  traceContext: TraceCarrier | null = row.trace_context,
+): PreparedDispatch {
   const resolution = resolveHandler(consumer, row.event_type, row.event_version);
   if (resolution.kind === 'ignored') return { kind: 'ignored' };
   const parsed = resolution.handler.payload.safeParse(row.payload);
@@ -93,14 +100,19 @@ export function prepareDispatch(consumer: ConsumerDeclaration, row: InboxRow): P
       detail: { issues },
     });
   }
-  const event = toInboxEvent(row, parsed.data);
+  const event = toInboxEvent(row, parsed.data, traceContext);
   const handler = resolution.handler;
   return { kind: 'run', run: (tx, audits) => handler.handle(tx, event, handlerContext(consumer, tx, audits)), handler, event };
 }
 
-/** Run the row's handler inside `tx`. Resolves to the status to record. */
-export async function dispatch(consumer: ConsumerDeclaration, tx: TransactionSql, row: InboxRow): Promise<'PROCESSED' | 'IGNORED'> {
-  const prepared = prepareDispatch(consumer, row);
+/** Run the row's handler inside `tx` (its processing span's context: `traceContext`). Resolves to the status to record. */
+export async function dispatch(
+  consumer: ConsumerDeclaration,
+  tx: TransactionSql,
+  row: InboxRow,
+  traceContext: TraceCarrier | null = row.trace_context,
+): Promise<'PROCESSED' | 'IGNORED'> {
+  const prepared = prepareDispatch(consumer, row, traceContext);
   if (prepared.kind === 'ignored') return 'IGNORED';
   await prepared.run(tx);
   return 'PROCESSED';

@@ -85,6 +85,8 @@ export function handlerContext(consumer: ConsumerDeclaration, tx: TransactionSql
           producer: consumer.name,
           correlationId: e.source.correlationId,
           payload: e.payload,
+          // The processing span's context: the relay publishes it, so a downstream consumer continues the trace.
+          traceContext: e.source.traceContext ?? null,
         };
       });
       await insertOutbox(tx, rows);

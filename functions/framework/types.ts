@@ -3,6 +3,7 @@
  * functions and the CDK app both read the declarations in ./index.ts; a team adds a
  * consumer by adding a declaration there and nothing else.
  */
+import type { TraceCarrier } from '../lib/tracing';
 import type { z } from 'zod';
 import type { TransactionSql } from '../lib/db';
 import type { TablePrivileges } from '../lib/database-roles';
@@ -48,6 +49,15 @@ export interface InboxEvent<P = unknown> {
   /** 1 for the first attempt. */
   attempt: number;
   payload: P;
+  /** The record's Kafka headers, decoded (text, or `{ base64 }` for bytes that are not text). */
+  headers: Readonly<Record<string, unknown>>;
+  /**
+   * The W3C trace context of this attempt's processing span (docs/tracing.md): a child of
+   * the producer's context. Pass it on (e.g. as a `traceparent` header of a call the handler
+   * makes); the events the handler emits carry it already. Null when the producer sent none
+   * and tracing is off.
+   */
+  traceContext: TraceCarrier | null;
 }
 
 /**

@@ -226,7 +226,7 @@ function claimed(q: Queryable, owner: string, leaseSeconds: number) {
                 i.aggregate_type, i.aggregate_id, i.aggregate_version, i.topic_name, i.partition_no,
                 i.offset_no, i.correlation_id, i.causation_id, i.producer, i.tenant_id, i.occurred_at,
                 i.received_at, i.status, i.attempt_count, i.next_attempt_at, i.locked_by, i.locked_at,
-                i.lease_expires_at, i.error_code, i.payload,
+                i.lease_expires_at, i.error_code, i.payload, i.headers, i.trace_context,
                 extract(epoch from now() - i.received_at)::float8 as waited_seconds
     )`;
 }

@@ -64,7 +64,7 @@ export type EventLookup =
   | { consumerNames: readonly string[]; eventId: string }
   | { consumerNames?: readonly string[] | undefined; topic: string; partition: number; offset: number };
 
-export interface EventRow extends Omit<InboxRow, 'payload'> {
+export interface EventRow extends Omit<InboxRow, 'payload' | 'headers'> {
   record_key: string | null;
   record_key_encoding: 'utf8' | 'base64';
   partition_key: string | null;
@@ -114,7 +114,7 @@ export async function findEventRows(q: Queryable, lookup: EventLookup, includePa
            i.status, i.attempt_count, i.next_attempt_at, i.locked_by, i.locked_at, i.lease_expires_at,
            case when i.lease_expires_at is null then null else i.lease_expires_at < now() end as lease_expired,
            i.processed_at, i.quarantined_at, i.payload_purged_at, i.updated_at,
-           i.error_code, i.error_message, i.error_detail,
+           i.error_code, i.error_message, i.error_detail, i.trace_context,
            ${includePayload ? q`i.payload, i.headers,` : q``}
            h.inbox_id as head_inbox_id, h.event_id as head_event_id, h.status as head_status,
            h.aggregate_version as head_aggregate_version,

@@ -33,6 +33,7 @@
  */
 import type { NormalizedEnvelope } from './types';
 import type { Queryable } from '../lib/db';
+import type { TraceCarrier } from '../lib/tracing';
 import type { InboxRow } from './types';
 
 /** A decoded record: its normalized envelope plus where it came from. */
@@ -45,6 +46,8 @@ export interface InboxInsert extends NormalizedEnvelope {
   /** The record's JSON text (an object JSON.parse accepted); the row's payload is its `payload` member. */
   envelopeJson: string;
   headers: Record<string, unknown>;
+  /** Its producer's W3C trace context (lib/tracing.ts), null when it sent none or a malformed one. */
+  traceContext: TraceCarrier | null;
 }
 
 /** Rows inserted as PROCESSING under a lease, for processing in the same transaction (inline mode). */
@@ -127,6 +130,7 @@ function insertStatement(q: Queryable, consumerName: string, rows: readonly Inbo
       producer: r.producer,
       occurred_at: r.occurredAt,
       headers: r.headers,
+      trace_context: r.traceContext,
     };
   }
   const owner = lease?.owner ?? null;
@@ -136,7 +140,7 @@ function insertStatement(q: Queryable, consumerName: string, rows: readonly Inbo
       consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id, aggregate_version,
       partition_key, record_key, record_key_encoding, tenant_id, topic_name, partition_no, offset_no,
       correlation_id, causation_id, producer, occurred_at,
-      status, attempt_count, locked_by, locked_at, lease_expires_at, payload, headers)
+      status, attempt_count, locked_by, locked_at, lease_expires_at, payload, headers, trace_context)
     select ${consumerName}::text, r.event_id, r.event_type, r.event_version, r.aggregate_type, r.aggregate_id,
            r.aggregate_version, r.partition_key, r.record_key, r.record_key_encoding, r.tenant_id, r.topic_name,
            r.partition_no, r.offset_no, r.correlation_id, r.causation_id, r.producer, r.occurred_at,
@@ -146,18 +150,19 @@ function insertStatement(q: Queryable, consumerName: string, rows: readonly Inbo
            case when ${owner}::text is null then null else now() end,
            now() + make_interval(secs => ${leaseSeconds}::float8),
            r.envelope::jsonb -> 'payload',
-           r.headers
+           r.headers,
+           r.trace_context
     from rows from (
       json_to_recordset(${JSON.stringify(records)}::text::json) as (
         event_id text, event_type text, event_version integer, aggregate_type text, aggregate_id text,
         aggregate_version bigint, partition_key text, record_key text, record_key_encoding text, tenant_id text,
         topic_name text, partition_no integer, offset_no bigint, correlation_id text, causation_id text,
-        producer text, occurred_at timestamptz, headers jsonb),
+        producer text, occurred_at timestamptz, headers jsonb, trace_context jsonb),
       string_to_table(${envelopes.join(SEPARATOR)}::text, ${SEPARATOR}::text)
     ) as r(
       event_id, event_type, event_version, aggregate_type, aggregate_id, aggregate_version, partition_key,
       record_key, record_key_encoding, tenant_id, topic_name, partition_no, offset_no, correlation_id,
-      causation_id, producer, occurred_at, headers, envelope)
+      causation_id, producer, occurred_at, headers, trace_context, envelope)
     where not exists (
       select 1 from integration.consumed_events c
       where c.consumer_name = ${consumerName}::text and c.event_id = r.event_id)

@@ -93,12 +93,12 @@ async function retire(
           for update skip locked))
         and status in ('PROCESSED', 'IGNORED')
       returning consumer_name, event_id, inbox_id, event_type, status, topic_name, partition_no, offset_no,
-                received_at, processed_at, quarantined_at, error_code
+                received_at, processed_at, quarantined_at, error_code, trace_context
     ), kept as (
       insert into integration.consumed_events (consumer_name, event_id, inbox_id, event_type, status, topic_name,
-        partition_no, offset_no, received_at, processed_at, quarantined_at, error_code, dedupe_until)
+        partition_no, offset_no, received_at, processed_at, quarantined_at, error_code, trace_context, dedupe_until)
       select g.consumer_name, g.event_id, g.inbox_id, g.event_type, g.status, g.topic_name, g.partition_no, g.offset_no,
-             g.received_at, g.processed_at, g.quarantined_at, g.error_code, ${windowEnd}
+             g.received_at, g.processed_at, g.quarantined_at, g.error_code, g.trace_context, ${windowEnd}
       from gone g
       where ${windowEnd} > now()
       returning 1

@@ -5,6 +5,7 @@
  * oldest-received first, so that a limit cut keeps an aggregate's earlier events ahead of
  * its later ones.
  */
+import type { TraceCarrier } from '../lib/tracing';
 import type { Queryable, Sql, TransactionSql } from '../lib/db';
 import { recordOperatorAction, type ActionSource, type OperatorAuditRow } from './operator-audit';
 
@@ -32,6 +33,8 @@ export interface QuarantinedCandidate {
   error_code: string | null;
   attempt_count: number;
   quarantined_at: Date | null;
+  /** Its producer's W3C trace context (migration 0172): where an operator's action on it is traced. */
+  trace_context: TraceCarrier | null;
 }
 
 function selectionFilter(q: Queryable, s: QuarantineSelection) {
@@ -56,7 +59,7 @@ export async function countQuarantined(q: Queryable, selection: QuarantineSelect
 export async function previewQuarantined(q: Queryable, selection: QuarantineSelection, limit: number): Promise<QuarantinedCandidate[]> {
   return q<QuarantinedCandidate[]>`
     select i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.aggregate_type, i.aggregate_id,
-           i.aggregate_version, i.error_code, i.attempt_count, i.quarantined_at
+           i.aggregate_version, i.error_code, i.attempt_count, i.quarantined_at, i.trace_context
     from integration.consumer_inbox i
     where i.status = 'QUARANTINED' and ${selectionFilter(q, selection)}
     order by i.received_at, i.inbox_id
@@ -123,7 +126,7 @@ export async function moveQuarantinedIn(
     where i.inbox_id = c.inbox_id
       and i.status = 'QUARANTINED'
     returning i.inbox_id, i.consumer_name, i.event_id, i.event_type, i.aggregate_type, i.aggregate_id,
-              i.aggregate_version, c.error_code, c.attempt_count, c.quarantined_at`;
+              i.aggregate_version, c.error_code, c.attempt_count, c.quarantined_at, i.trace_context`;
   if (rows.length === 0) return { rows: [], audit: null };
 
   const audit = await recordOperatorAction(tx, {

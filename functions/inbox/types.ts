@@ -1,3 +1,4 @@
+import type { TraceCarrier } from '../lib/tracing';
 /** The inbox row as postgres.js returns it (column names as in the table). */
 export type InboxStatus = 'RECEIVED' | 'PROCESSING' | 'PROCESSED' | 'RETRY_PENDING' | 'QUARANTINED' | 'IGNORED';
 
@@ -27,6 +28,10 @@ export interface InboxRow {
   lease_expires_at: Date | null;
   error_code: string | null;
   payload: unknown;
+  /** The record's Kafka headers, decoded (insert-batch.ts); '{}' once the payload was purged. */
+  headers: Record<string, unknown>;
+  /** Its producer's W3C trace context (migration 0172), null when it sent none. */
+  trace_context: TraceCarrier | null;
 }
 
 /** A final or retry status that a lease owner can move its PROCESSING row to. */

@@ -104,6 +104,8 @@ export interface BatchLogFacts {
   started: number;
   decodedAt: number;
   finished: number;
+  /** The batch span's trace and span ids (lib/tracing.ts logKeysOf). */
+  traceKeys: { trace_id?: string; span_id?: string };
 }
 
 /** The batch's one log line: an error when it was reported back, else info. */
@@ -111,6 +113,7 @@ export function logBatch(logger: Logger, consumer: ConsumerDeclaration, report: 
   const { partitions, poison, failure, started, decodedAt, finished } = facts;
   const registryUnavailable = report.registryUnavailable;
   const line = {
+    ...facts.traceKeys,
     received: report.received,
     inserted: report.inserted,
     duplicates: report.duplicates,

@@ -30,6 +30,7 @@
 import type { ConsumerDeclaration } from '../framework/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
+import { carrierFromHeaders } from '../lib/tracing';
 import { decodeValue, type DecodeLimits } from './decode-value';
 import { isStorableText } from './json-text';
 import { PoisonCodes, type PoisonCode } from './poison-codes';
@@ -187,6 +188,7 @@ export function decodeRecord(
       offset: record.offset,
       envelopeJson: v.text,
       headers,
+      traceContext: carrierFromHeaders(headers),
     },
   };
 }

@@ -10,6 +10,7 @@ import { beginInvocation, getSql } from '../lib/db';
 import { classifyError, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
+import { flushTraces, startTracing } from '../lib/tracing';
 import { wakeUpClient, type WorkerTarget } from '../lib/wake-up';
 import { schemaRegistrySchema } from '../framework/schema-registry';
 import { createIngestHandler, failEveryPartition } from './ingest';
@@ -19,6 +20,8 @@ import type { KafkaBatchResponse, KafkaEvent } from './types';
 const config = loadConfig();
 const consumer = getConsumer(requireConsumerName(config));
 const { logger, metrics } = createObservability(config, 'ingest');
+// The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
+await startTracing(config.tracing, { serviceName: config.observability.serviceName });
 // The consumer's worker, woken when a batch leaves it rows and nobody is awake to see them.
 const wakeUp: WorkerTarget | undefined =
   config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
@@ -71,7 +74,8 @@ export async function handler(event: KafkaEvent, context: Context): Promise<Kafk
     }
     return await ingest(event, context);
   } finally {
-    // Lambda freezes the process after returning: flush now or lose the batch's metrics.
+    // Lambda freezes the process after returning: flush now or lose the batch's metrics and spans.
     metrics.publishStoredMetrics();
+    await flushTraces();
   }
 }

@@ -21,6 +21,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
+import { SpanKind, SpanStatusCode, type Link, type Span } from '@opentelemetry/api';
 import type { Context } from 'aws-lambda';
 import type { ConsumerDeclaration } from '../framework/types';
 import { workerPause } from '../inbox/consumer-pause';
@@ -28,7 +29,9 @@ import type { Config } from '../lib/config';
 import { retryOnDeadConnection, type Sql } from '../lib/db';
 import { classifyError, type Classification } from '../lib/errors';
 import { connectionRetried } from '../lib/observability';
+import { logKeysOf, spanContextOf, tracer } from '../lib/tracing';
 import type { WorkerTarget } from '../lib/wake-up';
+import type { InboxInsert } from '../inbox/insert-batch';
 import { countOutcomes, emptyReport, logBatch, publishCounts, type IngestReport } from './batch-report';
 import { classifyRecords, type Classified } from './classify-records';
 import { decodeRecord } from './decode';
@@ -102,13 +105,77 @@ export function createIngest(deps: IngestDependencies) {
   return (event: KafkaEvent, context: Pick<Context, 'awsRequestId'>): Promise<IngestReport> => ingestBatch(setup, event, context);
 }
 
+/**
+ * One invocation in its span: OpenTelemetry's messaging conventions for a Kafka batch
+ * (CONSUMER, `process <topic>`), with a link to each record's producer context: the
+ * records of one batch belong to many traces (docs/tracing.md).
+ */
+function batchSpan(consumer: ConsumerDeclaration, event: KafkaEvent, records: readonly KafkaRecord[]): Span {
+  const topics = [...new Set(records.map((r) => r.topic))];
+  return tracer().startSpan(`process ${topics.join(',')}`, {
+    kind: SpanKind.CONSUMER,
+    attributes: {
+      'messaging.system': 'kafka',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': topics.join(','),
+      'messaging.consumer.group.name': consumer.name,
+      'messaging.batch.message_count': records.length,
+      ...(event.eventSourceArn === undefined ? {} : { 'cloud.resource_id': event.eventSourceArn }),
+      'inbox.consumer': consumer.name,
+    },
+  });
+}
+
+/** The links of a batch's span: each stored record that came with a producer's context. */
+function recordLinks(rows: readonly InboxInsert[]): Link[] {
+  return rows.flatMap((row) => {
+    const context = spanContextOf(row.traceContext);
+    if (context === undefined) return [];
+    return [
+      {
+        context,
+        attributes: {
+          'messaging.destination.partition.id': String(row.partition),
+          'messaging.kafka.offset': row.offset,
+          'messaging.message.id': row.eventId,
+        },
+      },
+    ];
+  });
+}
+
 /** One invocation: classify the records, store them, wake the worker, count and log. */
 async function ingestBatch(setup: IngestSetup, event: KafkaEvent, context: Pick<Context, 'awsRequestId'>): Promise<IngestReport> {
   const { deps } = setup;
   const started = performance.now();
   const partitions = Object.entries(event.records ?? {}).filter(([, rs]) => rs.length > 0);
   const records: KafkaRecord[] = partitions.flatMap(([, rs]) => rs);
+  const span = batchSpan(deps.consumer, event, records);
+  try {
+    const report = await ingestRecords(setup, event, context, { partitions, records, started, span });
+    span.setAttributes({
+      'inbox.inserted': report.inserted,
+      'inbox.duplicates': report.duplicates,
+      'inbox.poisoned': report.poisoned,
+      'inbox.handed_back': report.response.batchItemFailures.length,
+    });
+    if (report.response.batchItemFailures.length > 0) span.setStatus({ code: SpanStatusCode.ERROR, message: 'batch item failures' });
+    return report;
+  } finally {
+    span.end();
+  }
+}
+
+async function ingestRecords(
+  setup: IngestSetup,
+  event: KafkaEvent,
+  context: Pick<Context, 'awsRequestId'>,
+  batch: { partitions: [string, KafkaRecord[]][]; records: KafkaRecord[]; started: number; span: Span },
+): Promise<IngestReport> {
+  const { deps } = setup;
+  const { partitions, records, started, span } = batch;
   const classified = await classify(setup, partitions, records);
+  span.addLinks(recordLinks(classified.unique));
   const decodedAt = performance.now();
 
   const report = emptyReport(records.length, classified.registryUnavailable);
@@ -120,7 +187,7 @@ async function ingestBatch(setup: IngestSetup, event: KafkaEvent, context: Pick<
       // long as nothing of the batch reached the database.
       await retryOnDeadConnection(
         deps.sql,
-        () => storeClassified(setup, classified, report, context.awsRequestId),
+        () => storeClassified(setup, classified, report, context.awsRequestId, span),
         connectionRetried(deps.logger),
       );
     } catch (error) {
@@ -143,6 +210,7 @@ async function ingestBatch(setup: IngestSetup, event: KafkaEvent, context: Pick<
 
   publishCounts(deps.metrics, deps.consumer, report);
   logBatch(deps.logger, deps.consumer, report, {
+    traceKeys: logKeysOf(span),
     partitions,
     poison: classified.poison,
     unavailableReason: classified.unavailableReason,
@@ -170,13 +238,19 @@ async function classify(
 }
 
 /** The classified rows stored (store-batch.ts), and what the store did written into `report`. Throws what must be reported back. */
-async function storeClassified(setup: IngestSetup, classified: Classified, report: IngestReport, requestId: string): Promise<void> {
+async function storeClassified(
+  setup: IngestSetup,
+  classified: Classified,
+  report: IngestReport,
+  requestId: string,
+  span: Span,
+): Promise<void> {
   const { sql, consumer } = setup.deps;
   const { valid, unique, poison } = classified;
   // An inline consumer processes its rows here unless it is paused (one key lookup).
   report.pausedInline = consumer.mode === 'inline' && unique.length > 0 && (await workerPause(sql, consumer.name)) !== null;
   const inline = consumer.mode === 'inline' && !report.pausedInline;
-  const stored = await storeBatch(setup.store, unique, poison, `ingest:${requestId}`, inline);
+  const stored = await storeBatch(setup.store, unique, poison, `ingest:${requestId}`, inline, span);
   report.strategy = stored.strategy;
   report.inserted = stored.inserted;
   report.poisoned = stored.poisoned;

@@ -3,6 +3,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { dispatch } from '../framework/dispatch';
+import type { RowSpans } from '../framework/row-spans';
 import { outcomeForFailure } from '../framework/outcome';
 import type { ConsumerDeclaration } from '../framework/types';
 import { completeRows } from '../inbox/complete';
@@ -22,6 +23,7 @@ export async function processInline(
   logger: Pick<Logger, 'warn'>,
   rows: InboxRow[],
   owner: string,
+  spans: RowSpans,
 ): Promise<Outcome[]> {
   const deferred = new Set(
     await deferBehindAggregate(
@@ -34,7 +36,7 @@ export async function processInline(
   for (const row of rows) {
     if (deferred.has(row.inbox_id)) continue;
     try {
-      const status = await tx.savepoint((sp) => dispatch(consumer, sp, row));
+      const status = await tx.savepoint((sp) => dispatch(consumer, sp, row, spans.traceOf(row)));
       outcomes.push({ inboxId: row.inbox_id, status });
     } catch (error) {
       // A broken connection is the batch's problem; anything else is this row's.
@@ -42,6 +44,7 @@ export async function processInline(
       const outcome = outcomeForFailure(consumer.retry, { inboxId: row.inbox_id, attempt: 1, waitedSeconds: 0 }, error);
       outcomes.push(outcome);
       logger.warn('inline processing failed', {
+        ...spans.logKeys(row),
         eventId: row.event_id,
         eventType: row.event_type,
         topic: row.topic_name,

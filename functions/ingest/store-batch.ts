@@ -27,6 +27,8 @@ import { recordPoison, type PoisonInsert } from '../inbox/record-poison';
 import type { InboxRow, Outcome } from '../inbox/types';
 import type { Sql, TransactionSql } from '../lib/db';
 import { classifyError, isInfrastructureError, serverSafe, sqlStateOf } from '../lib/errors';
+import type { Span } from '@opentelemetry/api';
+import { startRowSpans } from '../framework/row-spans';
 import { processInline } from './inline-processing';
 import { PoisonCodes } from './poison-codes';
 
@@ -129,6 +131,8 @@ interface WriteOptions {
   splitting: boolean;
   inline: boolean;
   owner: string;
+  /** The ingest batch's span: the parent of the inline rows' processing spans without a producer context. */
+  span?: Span | undefined;
 }
 
 /** One rung's transaction: the inbox rows and the poison rows, the new rows processed when inline. */
@@ -140,7 +144,7 @@ async function write(ctx: StoreContext, valid: InboxInsert[], poison: PoisonInse
     const inserted = await insertInboxBatchCount(sql, consumer.name, valid);
     return { inserted, poisoned: 0, poisonRecords: 0, outcomes: [] };
   }
-  return sql.begin(async (tx) => {
+  const stored = await sql.begin(async (tx) => {
     const leased: InboxRow[] = [];
     let inserted = 0;
     const insert: InsertRows = async (q, rows) => {
@@ -155,9 +159,16 @@ async function write(ctx: StoreContext, valid: InboxInsert[], poison: PoisonInse
     const written = options.splitting
       ? await writeBisecting(tx, consumer.name, valid, poison, insert)
       : await writePipelined(tx, consumer.name, valid, poison, insert);
-    const outcomes = options.inline ? await processInline(tx, consumer, ctx.logger, leased, options.owner) : [];
-    return { inserted, ...written, outcomes };
+    const spans = options.inline ? startRowSpans(leased, options.span) : undefined;
+    const outcomes = spans !== undefined ? await processInline(tx, consumer, ctx.logger, leased, options.owner, spans) : [];
+    return { stored: { inserted, ...written, outcomes }, spans, leased };
   });
+  // Committed: the inline rows' spans end with their outcomes (a rung that failed left them unended).
+  const byId = new Map(stored.leased.map((r) => [r.inbox_id, r]));
+  stored.spans?.end(
+    stored.stored.outcomes.flatMap((outcome) => (byId.has(outcome.inboxId) ? [{ row: byId.get(outcome.inboxId)!, outcome }] : [])),
+  );
+  return stored.stored;
 }
 
 type InsertRows = (q: TransactionSql, rows: readonly InboxInsert[]) => Promise<void>;
@@ -213,12 +224,13 @@ export async function storeBatch(
   poison: PoisonInsert[],
   owner: string,
   inline: boolean,
+  span?: Span,
 ): Promise<Stored & { strategy: StoreStrategy }> {
   let sorted: InboxInsert[] | undefined;
   const ordered = () => (sorted ??= byEventId(valid));
   const rungs: Array<{ strategy: StoreStrategy; run: () => Promise<Stored>; after: (e: unknown) => boolean }> = [
-    { strategy: 'direct', run: () => write(ctx, valid, poison, { splitting: false, inline, owner }), after: () => true },
-    { strategy: 'bisect', run: () => write(ctx, ordered(), poison, { splitting: true, inline, owner }), after: isDataError },
+    { strategy: 'direct', run: () => write(ctx, valid, poison, { splitting: false, inline, owner, span }), after: () => true },
+    { strategy: 'bisect', run: () => write(ctx, ordered(), poison, { splitting: true, inline, owner, span }), after: isDataError },
     ...(inline
       ? [
           {

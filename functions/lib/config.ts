@@ -24,6 +24,26 @@ import { opsConfig, opsEnv, schedulerConfig, type OpsConfig, type SchedulerConfi
 import { kafkaConfig, relayConfig, relayEnv, type KafkaConfig, type RelayConfig } from './config-relay';
 import { DEFAULTS } from './config-defaults';
 import { logLevel } from './env-values';
+import type { TracingConfig } from './tracing';
+
+/**
+ * OpenTelemetry's own variables that decide whether the SDK loads at all, and which OTLP
+ * exporter (lib/tracing.ts); the SDK reads the rest itself. Only OTLP over HTTP is built in.
+ */
+const tracingEnv = {
+  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { message: 'otlp or none (the functions export spans over OTLP/HTTP only)' }).optional(),
+  OTEL_SDK_DISABLED: z.enum(['true', 'false']).optional(),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' }).optional(),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' }).optional(),
+};
+
+function tracingConfig(e: z.infer<z.ZodObject<typeof tracingEnv>>): TracingConfig {
+  return {
+    exporter: e.OTEL_SDK_DISABLED === 'true' ? 'none' : (e.OTEL_TRACES_EXPORTER ?? 'none'),
+    // The specification's default protocol.
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? 'http/protobuf',
+  };
+}
 
 // The settings' defaults are part of this module's surface: callers read them as config's.
 export { DEFAULTS } from './config-defaults';
@@ -52,6 +72,7 @@ const schema = z
     ...reaperEnv,
     ...relayEnv,
     ...opsEnv,
+    ...tracingEnv,
     METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace),
     SERVICE_NAME: z.string().trim().min(1).default(DEFAULTS.serviceName),
     /**
@@ -76,6 +97,7 @@ export interface Config extends IngestConfig, OpsConfig {
   kafka: KafkaConfig;
   scheduler: SchedulerConfig;
   observability: { metricsNamespace: string; serviceName: string };
+  tracing: TracingConfig;
 }
 
 /** Parse a configuration from an environment-shaped record. Throws ConfigError naming every bad variable. */
@@ -100,6 +122,7 @@ export function parseConfig(env: Env): Config {
     kafka: kafkaConfig(e),
     scheduler: schedulerConfig(e),
     observability: { metricsNamespace: e.METRICS_NAMESPACE, serviceName: e.SERVICE_NAME },
+    tracing: tracingConfig(e),
   };
 }
 

@@ -3,6 +3,7 @@
  * operator actions on it, the poison rows of its record and its consumer's pauses, put
  * together with every recorded moment in one timeline.
  */
+import { spanContextOf } from '../lib/tracing';
 import type { ConsumedEventRow, EventPoisonRow, EventRow } from '../inbox/find-event';
 import type { PauseRow } from '../inbox/consumer-pause';
 import type { ActionOnRows } from '../inbox/operator-audit';
@@ -22,7 +23,14 @@ export interface EventStory {
   status: EventRow['status'];
   attempts: number;
   kafka: { topic: string; partition: number; offset: number; key: string | null; keyEncoding: string; partitionKey: string | null };
-  trace: { producer: string; correlationId: string | null; causationId: string | null; tenantId: string | null };
+  trace: {
+    producer: string;
+    correlationId: string | null;
+    causationId: string | null;
+    tenantId: string | null;
+    /** The OpenTelemetry trace its producer started (docs/tracing.md): every attempt, replay and emitted event is in it. */
+    traceId: string | null;
+  };
   times: {
     occurredAt: Date;
     receivedAt: Date;
@@ -182,7 +190,13 @@ export function storyOf(
       keyEncoding: row.record_key_encoding,
       partitionKey: row.partition_key,
     },
-    trace: { producer: row.producer, correlationId: row.correlation_id, causationId: row.causation_id, tenantId: row.tenant_id },
+    trace: {
+      producer: row.producer,
+      correlationId: row.correlation_id,
+      causationId: row.causation_id,
+      tenantId: row.tenant_id,
+      traceId: spanContextOf(row.trace_context)?.traceId ?? null,
+    },
     times: {
       occurredAt: row.occurred_at,
       receivedAt: row.received_at,

@@ -16,10 +16,13 @@ import { loadConfig } from '../lib/config';
 import type { Context } from 'aws-lambda';
 import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
 import { connectionRetried, createObservability } from '../lib/observability';
+import { flushTraces, startTracing } from '../lib/tracing';
 import { createOpsHandler, type OpsResponse } from './run';
 
 const config = loadConfig();
 const { logger } = createObservability(config, 'ops');
+// The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
+await startTracing(config.tracing, { serviceName: config.observability.serviceName });
 const scheduler = new SchedulerClient({});
 const lambda = new LambdaClient({});
 const ssm = new SSMClient({});
@@ -32,5 +35,6 @@ export async function handler(event: unknown, context: Context): Promise<OpsResp
   const sql = await getSql(config.database).catch(() => undefined);
   if (sql === undefined) return run(event, context);
   await beginInvocation(sql, context);
-  return retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger));
+  // Lambda freezes the process after returning: an action's spans go now or never.
+  return retryOnDeadConnection(sql, () => run(event, context), connectionRetried(logger)).finally(flushTraces);
 }

@@ -19,6 +19,7 @@ import {
 import type { Sql } from '../lib/db';
 import { caller, count, datetime, flag, inboxId, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
+import { traceOperatorAction } from './action-spans';
 import { OpsError, OpsErrorCodes } from './errors';
 
 export const SELECTION_DEFAULT_LIMIT = 1000;
@@ -179,6 +180,7 @@ export async function runOn(
   if (result.audit === null) {
     throw new OpsError(OpsErrorCodes.NO_ROWS_MATCH, `no QUARANTINED rows match ${describeSelection(selection)}`, { skipped });
   }
+  traceOperatorAction(action, result.rows, { auditId: result.audit.audit_id, actor });
   // Only a filter can leave more behind; ids beyond the limit are refused by the schema.
   const remaining = 'inboxIds' in selection ? 0 : await countQuarantined(deps.sql, selection);
   deps.logger?.info(`ops_${action}`, {

@@ -198,7 +198,7 @@ function claimedRows(q: Queryable, owner: string) {
         and ${planOpaque(q, q`o.published_at is null`)}
       returning o.outbox_seq, o.event_id::text, o.consumer_name, o.source_event_id, o.ordinal, o.topic_name,
                 o.event_type, o.event_version, o.aggregate_type, o.aggregate_id, o.producer, o.correlation_id,
-                o.occurred_at, o.payload, o.attempt_count, t.lane_no, t.pos, t.more
+                o.occurred_at, o.payload, o.trace_context, o.attempt_count, t.lane_no, t.pos, t.more
     )`;
 }
 

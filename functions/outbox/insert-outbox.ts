@@ -9,6 +9,7 @@
  * earlier processing of the same row, and possibly published already.
  */
 import type { Queryable } from '../lib/db';
+import type { TraceCarrier } from '../lib/tracing';
 
 export interface OutboxInsert {
   eventId: string;
@@ -23,6 +24,8 @@ export interface OutboxInsert {
   producer: string;
   correlationId: string | null;
   payload: Record<string, unknown>;
+  /** The processing span's W3C trace context, which the relay publishes as headers. */
+  traceContext: TraceCarrier | null;
 }
 
 /** Resolves to the event ids inserted (an id already present is not among them). */
@@ -42,17 +45,18 @@ export async function insertOutbox(q: Queryable, events: readonly OutboxInsert[]
     producer: e.producer,
     correlation_id: e.correlationId,
     payload: e.payload,
+    trace_context: e.traceContext,
   }));
   const inserted = await q<{ event_id: string }[]>`
     insert into integration.outbox (
       event_id, consumer_name, source_event_id, ordinal, topic_name, event_type, event_version,
-      aggregate_type, aggregate_id, producer, correlation_id, payload)
+      aggregate_type, aggregate_id, producer, correlation_id, payload, trace_context)
     select r.event_id, r.consumer_name, r.source_event_id, r.ordinal, r.topic_name, r.event_type, r.event_version,
-           r.aggregate_type, r.aggregate_id, r.producer, r.correlation_id, r.payload
+           r.aggregate_type, r.aggregate_id, r.producer, r.correlation_id, r.payload, r.trace_context
     from json_to_recordset(${JSON.stringify(rows)}::text::json) as r(
       n int, event_id uuid, consumer_name text, source_event_id text, ordinal int, topic_name text,
       event_type text, event_version int, aggregate_type text, aggregate_id text, producer text,
-      correlation_id text, payload jsonb)
+      correlation_id text, payload jsonb, trace_context jsonb)
     order by r.n
     on conflict (event_id) do nothing
     returning event_id::text`;

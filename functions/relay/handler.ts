@@ -12,6 +12,7 @@ import { emitsEvents } from '../framework/types';
 import { ConfigError, loadConfig, requireConsumerName, requireKafka } from '../lib/config';
 import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
 import { connectionRetried, createObservability } from '../lib/observability';
+import { flushTraces, startTracing } from '../lib/tracing';
 import { createMskProducer } from './kafka-producer';
 import { newRelayOwnerId, runRelay, type RelayResult } from './run-relay';
 
@@ -20,6 +21,8 @@ const kafka = requireKafka(config);
 const consumer = getConsumer(requireConsumerName(config));
 if (!emitsEvents(consumer)) throw new ConfigError(`Invalid configuration: CONSUMER_NAME: consumer "${consumer.name}" emits no events`);
 const { logger, metrics } = createObservability(config, 'relay');
+// The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
+await startTracing(config.tracing, { serviceName: config.observability.serviceName });
 // One producer per container, connected on first use: its idempotent producer id lives as
 // long as the container does, or until a send fails (kafka-producer.ts says why).
 const producer = createMskProducer(kafka);
@@ -43,7 +46,7 @@ export async function handler(_event: unknown, context: Context): Promise<Omit<R
         remainingMs: () => context.getRemainingTimeInMillis(),
       }),
     connectionRetried(logger),
-  );
+  ).finally(flushTraces);
   // A run that found nothing to publish or purge (an idle consumer's, every minute) is told at DEBUG only.
   if (result.claimed > 0 || result.purged > 0) logger.info('relay_finished', { ...result });
   else logger.debug('relay_finished', { ...result });

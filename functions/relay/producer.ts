@@ -5,6 +5,7 @@
  * AWS, the local run's simulated topics (tools/local/relay.ts) implement it on this machine,
  * and tests count calls through it.
  */
+import type { TraceCarrier } from '../lib/tracing';
 import type { OutboxRow } from '../outbox/types';
 
 export interface OutboxMessage {
@@ -41,10 +42,15 @@ export function envelopeOf(row: OutboxRow): Record<string, unknown> {
   };
 }
 
-export function messageOf(row: OutboxRow): OutboxMessage {
+/**
+ * The message of an outbox row. `trace` is the W3C trace context it travels with (its
+ * publish span's, docs/tracing.md): `traceparent` and `tracestate` headers, so that the
+ * downstream consumer continues the trace.
+ */
+export function messageOf(row: OutboxRow, trace: TraceCarrier | null = row.trace_context): OutboxMessage {
   return {
     key: row.aggregate_id,
     value: JSON.stringify(envelopeOf(row)),
-    headers: { eventId: row.event_id, eventType: row.event_type },
+    headers: { eventId: row.event_id, eventType: row.event_type, ...(trace ?? {}) },
   };
 }

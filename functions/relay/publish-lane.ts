@@ -7,7 +7,9 @@ import type { OutboxOutcome } from '../outbox/complete-outbox';
 import type { ClaimedOutboxLane } from '../outbox/claim-outbox';
 import type { OutboxLaneRelease } from '../outbox/release-outbox-lanes';
 import type { OutboxRow } from '../outbox/types';
+import { SpanKind, SpanStatusCode, type Span } from '@opentelemetry/api';
 import { scheduledDelaySeconds } from '../lib/backoff';
+import { carrierOf, contextOf, tracer } from '../lib/tracing';
 import { messageOf, type OutboxProducer } from './producer';
 
 export const PUBLISH_REFUSED = 'PUBLISH_REFUSED';
@@ -49,6 +51,31 @@ function errorText(error: unknown): string {
   return text.length > 500 ? `${text.slice(0, 500)}…` : text;
 }
 
+/**
+ * A publish of one emitted event (OpenTelemetry's messaging conventions): a PRODUCER span,
+ * child of the processing that emitted it, whose context the message carries on.
+ */
+function publishSpan(row: OutboxRow): Span {
+  return tracer().startSpan(
+    `publish ${row.topic_name}`,
+    {
+      kind: SpanKind.PRODUCER,
+      attributes: {
+        'messaging.system': 'kafka',
+        'messaging.operation.type': 'send',
+        'messaging.destination.name': row.topic_name,
+        'messaging.message.id': row.event_id,
+        'messaging.kafka.message.key': row.aggregate_id,
+        'inbox.consumer': row.consumer_name,
+        'inbox.event_type': row.event_type,
+        'inbox.source_event_id': row.source_event_id,
+        'inbox.attempt': row.attempt_count + 1,
+      },
+    },
+    contextOf(row.trace_context),
+  );
+}
+
 export async function publishLane(p: LanePublisher, lane: ClaimedOutboxLane): Promise<LaneOutcome> {
   const outcomes: OutboxOutcome[] = [];
   let stopped: 'refused' | 'time' | undefined;
@@ -60,10 +87,19 @@ export async function publishLane(p: LanePublisher, lane: ClaimedOutboxLane): Pr
       outcomes.push(...stretch.map((r) => ({ outboxSeq: r.outbox_seq, outcome: 'returned' as const })));
       continue;
     }
+    const spans = stretch.map(publishSpan);
     try {
-      await p.producer.publish(stretch[0]!.topic_name, stretch.map(messageOf));
+      await p.producer.publish(
+        stretch[0]!.topic_name,
+        stretch.map((row, i) => messageOf(row, carrierOf(spans[i]!.spanContext()))),
+      );
       outcomes.push(...stretch.map((r) => ({ outboxSeq: r.outbox_seq, outcome: 'published' as const })));
+      for (const span of spans) span.end();
     } catch (error) {
+      for (const span of spans) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: PUBLISH_REFUSED });
+        span.end();
+      }
       const [head, ...behind] = stretch;
       delaySeconds = relayBackoffSeconds(p.backoffSeconds, head!.attempt_count + 1, p.random);
       outcomes.push({

@@ -9,7 +9,10 @@ import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ClaimedRow } from '../inbox/claim-due';
+import type { Span } from '@opentelemetry/api';
+import type { RowSpans } from '../framework/row-spans';
 import type { Outcome } from '../inbox/types';
+import { logKeysOf } from '../lib/tracing';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
 import type { BatchReport, RowResult } from './process-batch';
@@ -38,9 +41,10 @@ export function noOutcomes(): OutcomeCounts {
   return { processed: 0, retried: 0, quarantined: 0, ignored: 0 };
 }
 
-function logRow(logger: Logger, consumerName: string, r: RowResult): void {
+function logRow(logger: Logger, consumerName: string, r: RowResult, spans: RowSpans | undefined): void {
   const { row, outcome } = r;
   const line = {
+    ...spans?.logKeys(row),
     event: 'consumer_inbox_processed',
     consumerName,
     eventId: row.event_id,
@@ -66,7 +70,7 @@ function logRow(logger: Logger, consumerName: string, r: RowResult): void {
  */
 export function recordReports(
   out: { result: WorkerResult; lost: ClaimedRow[] },
-  tell: { logger: Logger; metrics: Metrics; consumerName: string },
+  tell: { logger: Logger; metrics: Metrics; consumerName: string; batchSpan?: Span; rowSpans?: RowSpans },
   reports: readonly BatchReport[],
   claimedAt: number,
 ): void {
@@ -81,7 +85,7 @@ export function recordReports(
     slowPath ||= report.slowPath;
     lost.push(...report.lost);
     for (const r of report.completed) {
-      logRow(tell.logger, tell.consumerName, r);
+      logRow(tell.logger, tell.consumerName, r, tell.rowSpans);
       result[COUNTER[r.outcome.status]] += 1;
       batch[COUNTER[r.outcome.status]] += 1;
       if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
@@ -98,6 +102,7 @@ export function recordReports(
     }
   }
   tell.logger.info('worker_batch', {
+    ...logKeysOf(tell.batchSpan),
     consumerName: tell.consumerName,
     claimed: Object.values(batch).reduce((n, v) => n + v, 0),
     ...batch,

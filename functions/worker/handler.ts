@@ -9,12 +9,15 @@ import { getConsumer } from '../consumers';
 import { loadConfig, requireConsumerName } from '../lib/config';
 import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
 import { connectionRetried, createObservability } from '../lib/observability';
+import { flushTraces, startTracing } from '../lib/tracing';
 import { createWorkerInvocation, type InvocationResult } from './invocation';
 import { wakeUpClient } from '../lib/wake-up';
 
 const config = loadConfig();
 const consumer = getConsumer(requireConsumerName(config));
 const { logger, metrics } = createObservability(config, 'worker');
+// The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
+await startTracing(config.tracing, { serviceName: config.observability.serviceName });
 // Lambda names the function it runs: the target of this worker's fan-out and hand-over.
 const functionName = config.wakeUps.functionName;
 
@@ -41,5 +44,7 @@ export async function handler(event: unknown, context: Context): Promise<Invocat
   } finally {
     // An invocation that found nothing to do has nothing to publish (and no empty document to warn of).
     if (metrics.hasStoredMetrics()) metrics.publishStoredMetrics();
+    // Lambda freezes the process after returning: the invocation's spans go now or never.
+    await flushTraces();
   }
 }

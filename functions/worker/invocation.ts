@@ -37,6 +37,7 @@ import { dropInvitation, ensureSlots, takeFreeSlot, takeInvitedSlot } from '../i
 import { DEFAULTS, type Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { classifyError } from '../lib/errors';
+import { tracer } from '../lib/tracing';
 import { isInvited, readWorkerEvent, type WorkerEvent, type WorkerTarget } from '../lib/wake-up';
 import { fanOut, type FanOutPolicy, type FanOutState } from './fan-out';
 import { newOwnerId, runWorker, type StopReason, type WorkerResult } from './run-worker';
@@ -194,6 +195,10 @@ async function drainInSlot(setup: InvocationSetup, session: SlotSession, remaini
     remainingMs,
   };
   const fanOuts: FanOutState = { checkedAt: -Infinity, fannedOut: 0 };
+  // The invocation's span, the parent of its batches'; an invocation that drains nothing makes none.
+  const span = tracer().startSpan(`worker ${deps.consumer.name}`, {
+    attributes: { 'inbox.consumer': deps.consumer.name, 'inbox.slot': session.slotNo, 'faas.invocation_id': session.owner },
+  });
   const result = await runWorker({
     sql: deps.sql,
     consumer: deps.consumer,
@@ -202,6 +207,7 @@ async function drainInSlot(setup: InvocationSetup, session: SlotSession, remaini
     metrics: deps.metrics,
     owner: session.owner,
     remainingMs,
+    span,
     ...(deps.random ? { random: deps.random } : {}),
     awake: {
       idleMs: worker.idleMs ?? 0,
@@ -213,7 +219,12 @@ async function drainInSlot(setup: InvocationSetup, session: SlotSession, remaini
       // stored while it saw this worker awake are claimed before it goes.
       mayStop: async () => (await leave(session, 'stay')) !== 'stayed',
     },
-  });
+  })
+    .then((r) => {
+      span.setAttributes({ 'inbox.claimed': r.claimed, 'inbox.processed': r.processed, 'inbox.stopped_by': r.stoppedBy });
+      return r;
+    })
+    .finally(() => span.end());
   let handedOver = false;
   if (session.holding && result.stoppedBy === 'budget' && self !== undefined) {
     const invitation = `hand-over:${session.owner}`;

@@ -41,6 +41,7 @@ import { releaseClaimed } from '../inbox/release-claimed';
 import { releaseSuccessors, type ProcessedVersion } from '../inbox/release-successors';
 import { holdLanes, wakeLanes, type LaneHold, type LaneKey } from '../inbox/lanes';
 import type { Outcome } from '../inbox/types';
+import type { RowSpans } from '../framework/row-spans';
 import type { Sql, TransactionSql } from '../lib/db';
 import { failedOutcome, runLanes, stepOf, type LaneResult } from './run-lanes';
 
@@ -90,6 +91,8 @@ export interface BatchContext {
   /** Do not start a handler with less time than this left. */
   safetyMarginMs: number;
   random?: () => number;
+  /** The batch's rows' processing spans (framework/row-spans.ts): the context each handler runs in. */
+  trace?: RowSpans;
 }
 
 /** The hold a run that stopped at `stoppedBy` puts on its lane, if any (quarantine policy hold-aggregate). */

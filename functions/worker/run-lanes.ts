@@ -46,7 +46,7 @@ export function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
   const exhausted = outcomeForExhausted(ctx.consumer.retry, row.inbox_id, row.attempt_count);
   if (exhausted !== undefined) return { kind: 'settled', result: { row, outcome: exhausted, durationMs: 0 } };
   try {
-    const prepared = prepareDispatch(ctx.consumer, row);
+    const prepared = prepareDispatch(ctx.consumer, row, ctx.trace?.traceOf(row) ?? row.trace_context);
     if (prepared.kind === 'ignored') {
       return { kind: 'settled', result: { row, outcome: { inboxId: row.inbox_id, status: 'IGNORED' }, durationMs: 0 } };
     }

@@ -9,10 +9,13 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
+import { ROOT_CONTEXT, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
+import { startRowSpans, type RowSpans } from '../framework/row-spans';
 import type { ConsumerDeclaration } from '../framework/types';
 import { claimDue, type Claim, type ClaimedRow } from '../inbox/claim-due';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
+import { tracer } from '../lib/tracing';
 import { noOutcomes, publishNewOutcomes, publishRemainingOutcomes, recordReports, type OutcomeCounts } from './batch-outcomes';
 import { runClaimedBatch } from './claimed-batch';
 import { handBackLost, lanesOf, type BatchContext } from './process-batch';
@@ -31,6 +34,8 @@ export interface WorkerDependencies {
   random?: () => number;
   /** Stay awake after the queue runs dry (absent: stop at the first claim that finds nothing). */
   awake?: AwakeOptions;
+  /** The invocation's span: the parent of each batch's (docs/tracing.md). */
+  span?: Span;
 }
 
 /** How a worker stays awake, and what it does between claims (invocation.ts gives its slot's). */
@@ -208,8 +213,17 @@ async function processClaim(run: WorkerRun, claim: Claim, claimStarted: number):
   result.claimed += claim.rows.length;
   run.totalLanes += claim.lanes.length;
 
-  const { reports, failed } = await runClaimedBatch(run.ctx, deps.logger, lanesOf(claim));
-  recordReports(run, { logger: deps.logger, metrics: deps.metrics, consumerName: deps.consumer.name }, reports, claimedAt);
+  const { reports, failed } = await tracedBatch(run, claim, async (trace) => {
+    const out = await runClaimedBatch({ ...run.ctx, trace: trace.rows }, deps.logger, lanesOf(claim));
+    trace.rows.end(out.reports.flatMap((r) => r.completed));
+    recordReports(
+      run,
+      { logger: deps.logger, metrics: deps.metrics, consumerName: deps.consumer.name, batchSpan: trace.batch, rowSpans: trace.rows },
+      out.reports,
+      claimedAt,
+    );
+    return out;
+  });
   publishNewOutcomes(deps.metrics, result, run.reported);
   run.busyMs += performance.now() - claimStarted;
   await deps.awake?.afterBatch?.({
@@ -222,6 +236,30 @@ async function processClaim(run: WorkerRun, claim: Claim, claimStarted: number):
   if (failed) return 'failed';
   if (reports.some((r) => r.outOfTime)) return 'budget';
   return null;
+}
+
+/**
+ * A claimed batch in its span (a child of the invocation's), with a processing span per row
+ * (framework/row-spans.ts), the batch linked to the rows that ran; a batch that throws
+ * (the connection died) ends its span with the error and leaves its rows' spans unended.
+ */
+async function tracedBatch<T>(run: WorkerRun, claim: Claim, work: (trace: { batch: Span; rows: RowSpans }) => Promise<T>): Promise<T> {
+  const { consumer } = run.deps;
+  const batch = tracer().startSpan(
+    `batch ${consumer.name}`,
+    { attributes: { 'inbox.consumer': consumer.name, 'inbox.claimed': claim.rows.length, 'inbox.lanes': claim.lanes.length } },
+    run.deps.span === undefined ? ROOT_CONTEXT : trace.setSpan(ROOT_CONTEXT, run.deps.span),
+  );
+  const rows = startRowSpans(claim.rows, batch);
+  try {
+    return await work({ batch, rows });
+  } catch (error) {
+    batch.setStatus({ code: SpanStatusCode.ERROR, message: error instanceof Error ? error.name : 'Error' });
+    throw error;
+  } finally {
+    batch.addLinks(rows.contexts().map((context) => ({ context })));
+    batch.end();
+  }
 }
 
 /** Claims in a row that took nothing but put lanes right before the loop stops: bounds a spin. */

@@ -93,6 +93,7 @@ export const event = defineCommand({
           ['attempts', e.attempts],
           ['kafka', `${e.kafka.topic}/${e.kafka.partition}@${e.kafka.offset}${e.kafka.key !== null ? ` key ${e.kafka.key}` : ''}`],
           ['correlation id', e.trace.correlationId],
+          ['trace id', e.trace.traceId],
           ['consumer', e.consumerPaused.length === 0 ? 'not paused' : e.consumerPaused.map(describePause).join('; ')],
           ['error', e.error === null ? null : `${cell(e.error.code)}: ${cell(e.error.message)}`],
           [

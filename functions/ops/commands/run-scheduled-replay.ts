@@ -6,6 +6,7 @@
  */
 import { z } from 'zod';
 import { runScheduledReplay } from '../../inbox/scheduled-replay';
+import { traceOperatorAction } from '../action-spans';
 import { defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';
 import { auditLine } from '../format';
@@ -36,6 +37,7 @@ export const runScheduledReplayCommand = defineCommand({
         ...(outcome.replay?.ran_at ? { ranAt: outcome.replay.ran_at } : {}),
       });
     }
+    traceOperatorAction('replay', outcome.rows, { auditId: outcome.auditId, actor: outcome.replay.actor });
     deps.logger?.info('ops_scheduled_replay', {
       replayId: args.replayId,
       actor: outcome.replay.actor,
