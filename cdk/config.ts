@@ -59,6 +59,45 @@ export type InterfaceEndpoint = (typeof INTERFACE_ENDPOINTS)[number];
 const AVAILABILITY_ZONE = /^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/;
 
 /** What every consumer gets unless its own entry overrides it. */
+/** What every tracing exporter takes: the OTLP/HTTP body's encoding and the sampler (OpenTelemetry's names). */
+const tracingCommon = {
+  protocol: z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),
+  sampler: z
+    .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
+    .default('parentbased_always_on'),
+  /** The ratio of the *traceidratio samplers. */
+  samplerArg: z.number().min(0).max(1).optional(),
+};
+
+/**
+ * Where a stage's spans go:
+ *   off               the functions load no tracing SDK (the context still travels in headers);
+ *   collector-layer   a collector Lambda extension (the ADOT collector layer, or the
+ *                     OpenTelemetry community's) receives on localhost:4318 and exports as its
+ *                     configuration says (its default: AWS X-Ray; CloudWatch's OTLP endpoint
+ *                     with SigV4 through a configuration of your own, configUri);
+ *   otlp              straight to an OTLP/HTTP endpoint the functions' subnets reach (a
+ *                     collector of your own; no credentials travel in the environment).
+ */
+const tracingStage = z
+  .discriminatedUnion('exporter', [
+    z.object({ exporter: z.literal('off') }),
+    z.object({
+      exporter: z.literal('collector-layer'),
+      /** The extension's layer version, in the stage's region, for arm64. */
+      layerArn: z
+        .string()
+        .regex(/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/, 'must be a Lambda layer version ARN'),
+      /** OPENTELEMETRY_COLLECTOR_CONFIG_URI: the collector's configuration (a file in a layer, or an https URI). */
+      configUri: z.string().min(1).optional(),
+      ...tracingCommon,
+    }),
+    z.object({ exporter: z.literal('otlp'), endpoint: z.url({ protocol: /^https?$/ }), ...tracingCommon }),
+  ])
+  .default({ exporter: 'off' });
+
+export type TracingStage = z.output<typeof tracingStage>;
+
 const consumerSettings = z.object({
   /** Records per ingest invocation (Kafka ESM: 1-10000). */
   batchSize: int(1, 10_000).default(500),
@@ -347,6 +386,8 @@ const stageSchema = z
         logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
         /** The functions' log groups, and those of the helper functions the CDK adds (custom resources, the trigger, the secret rotation). */
         logRetentionDays: logRetentionDays.default(30),
+        /** Where the functions' spans go (docs/tracing.md); off by default. */
+        tracing: tracingStage,
       })
       .prefault({}),
     /** On-failure bucket (records the ESM gave up on): how long objects are kept. */

@@ -8,6 +8,7 @@
 import { fileURLToPath } from 'node:url';
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
+import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { type BundlingOptions, NodejsFunction, OutputFormat, type ICommandHooks } from 'aws-cdk-lib/aws-lambda-nodejs';
 import * as logs from 'aws-cdk-lib/aws-logs';
@@ -16,6 +17,7 @@ import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { type Construct } from 'constructs';
 import { sessionKindOf, type DatabaseRole } from '../../functions/lib/database-roles';
 import { queryBoundMs, type SessionKind } from '../../functions/lib/session-settings';
+import type { TracingStage } from '../config';
 import { POOL_MAX } from '../connection-budget';
 import { grantConnect, type DatabaseConnection } from '../stacks/stage-references';
 import { assertDependenciesPatched } from './dependency-patches';
@@ -50,6 +52,7 @@ export interface FunctionPlatform {
     serviceName: string;
     logLevel: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
     logRetentionDays: logs.RetentionDays;
+    tracing: TracingStage;
   };
 }
 
@@ -141,6 +144,49 @@ function platformEnvironment(platform: FunctionPlatform, role: DatabaseRole | un
   };
 }
 
+/**
+ * OpenTelemetry's own variables for where the stage's spans go (docs/tracing.md); none when
+ * tracing is off, so the functions load no SDK. A collector extension listens on localhost.
+ */
+export function tracingEnvironment(tracing: TracingStage): Record<string, string> {
+  if (tracing.exporter === 'off') return {};
+  return {
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_PROTOCOL: tracing.protocol,
+    OTEL_EXPORTER_OTLP_ENDPOINT: tracing.exporter === 'otlp' ? tracing.endpoint : 'http://localhost:4318',
+    OTEL_TRACES_SAMPLER: tracing.sampler,
+    ...(tracing.samplerArg !== undefined ? { OTEL_TRACES_SAMPLER_ARG: String(tracing.samplerArg) } : {}),
+    ...(tracing.exporter === 'collector-layer' && tracing.configUri !== undefined ? { OPENTELEMETRY_COLLECTOR_CONFIG_URI: tracing.configUri } : {}),
+  };
+}
+
+/**
+ * A collector extension in the function, and what its default configuration (AWS X-Ray)
+ * needs: X-Ray takes no resource-level permissions, so "*".
+ */
+function addTracingCollector(fn: NodejsFunction, tracing: TracingStage): void {
+  if (tracing.exporter !== 'collector-layer') return;
+  fn.addLayers(lambda.LayerVersion.fromLayerVersionArn(fn, 'TracingCollector', tracing.layerArn));
+  fn.addToRolePolicy(new iam.PolicyStatement({ actions: [...TRACE_WRITE_ACTIONS], resources: ['*'] }));
+  acknowledge(fn, [
+    {
+      id: 'AwsSolutions-IAM5',
+      reason:
+        "The tracing collector extension writes spans to AWS X-Ray, which has no resource-level permissions for them: X-Ray's write actions on *.",
+      findings: ['Resource::*'],
+    },
+  ]);
+}
+
+/** What the collector's X-Ray exporters send with: segments and telemetry, sampling rules, and spans to CloudWatch's OTLP endpoint. */
+export const TRACE_WRITE_ACTIONS = [
+  'xray:PutTraceSegments',
+  'xray:PutTelemetryRecords',
+  'xray:GetSamplingRules',
+  'xray:GetSamplingTargets',
+  'xray:PutSpans',
+] as const;
+
 /** NodejsFunction's bundling options for BUNDLE, with the function's own command hooks. */
 function bundlingOf(commandHooks: ICommandHooks | undefined): BundlingOptions {
   return {
@@ -187,9 +233,10 @@ export class InboxFunction extends NodejsFunction {
       // sets AWS_LAMBDA_LOG_LEVEL, which Powertools Logger honours first) and to filter.
       loggingFormat: lambda.LoggingFormat.JSON,
       applicationLogLevelV2: lambda.ApplicationLogLevel[platform.observability.logLevel],
-      environment: { ...platformEnvironment(platform, role), ...props.environment },
+      environment: { ...platformEnvironment(platform, role), ...tracingEnvironment(platform.observability.tracing), ...props.environment },
       bundling: bundlingOf(props.commandHooks),
     });
+    addTracingCollector(this, platform.observability.tracing);
     if (role !== undefined) {
       // rds-db:connect for this role only, on the endpoint the function uses.
       grantConnect(this, platform.database.connection, role);
