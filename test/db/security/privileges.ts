@@ -14,7 +14,7 @@
  * shared tables a consumer's role reaches is row-level security's (rls.test.ts).
  */
 import { CONSUMERS } from '../../../functions/consumers/index';
-import { consumerRolesOf, DatabaseRoles, KIND_ROLES, type DatabaseRole } from '../../../functions/lib/database-roles';
+import { consumerRolesOf, DatabaseRoles, KIND_ROLES, type ConsumerRoleKind, type DatabaseRole } from '../../../functions/lib/database-roles';
 
 const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
 
@@ -24,6 +24,13 @@ const slaWorker = 'inbox_worker_case_sla';
 const notificationWorker = 'inbox_worker_notification_service';
 const notificationIngest = 'inbox_ingest_notification_service';
 const slaRelay = 'inbox_relay_case_sla';
+
+/** The declared consumers' roles of one kind. */
+export function rolesOfKind(kind: ConsumerRoleKind): DatabaseRole[] {
+  return consumerRolesOf(CONSUMERS)
+    .filter((r) => r.kind === kind)
+    .map((r) => r.role);
+}
 
 /** Every role the matrix covers: the kind roles and each declared consumer's. */
 export const ROLES: readonly DatabaseRole[] = [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)];
@@ -245,6 +252,13 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.guard_consumer_rows(regclass)': [],
   'integration.provision_consumer_role(name,text,text,name[])': [],
   'integration.retire_consumer_roles(name[])': [],
+  // The deletes a worker's or relay's statements make, for its own consumer's rows only,
+  // instead of a table-level DELETE that would let it lock the table (0200).
+  'integration.deletable_consumer(text)': [],
+  'integration.delete_claimed_lanes(text,tid[])': [worker, ...rolesOfKind('worker')],
+  'integration.delete_claimed_outbox_lanes(text,tid[])': [relay, ...rolesOfKind('relay')],
+  'integration.delete_idle_outbox_lanes(text[],text[],text[])': [relay, ...rolesOfKind('relay')],
+  'integration.delete_published_outbox(text,integer,integer)': [relay, ...rolesOfKind('relay')],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
