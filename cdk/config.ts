@@ -12,6 +12,7 @@ import {
   type SchemaRegistry,
   type SchemaRegistryDeclaration,
 } from '../functions/framework/schema-registry';
+import { DEFAULTS } from '../functions/lib/config-defaults';
 
 export class StageConfigError extends Error {
   constructor(message: string) {
@@ -304,6 +305,12 @@ const stageSchema = z
         /** The reaper starts no batch this close to its deadline. */
         safetyMarginSeconds: int(1, 300).default(10),
         batchSize: int(1, 100_000).default(1_000),
+        /**
+         * A consumer role's transaction running longer than this is ended by the reaper
+         * (docs/reaper.md, "Sessions past the bound"): above every consumer function's
+         * timeout, checked at synth. Default: Lambda's longest invocation.
+         */
+        consumerSessionBoundSeconds: int(60, 24 * 3600).default(DEFAULTS.consumerSessionBoundSeconds),
       })
       .prefault({}),
     relay: z
@@ -506,6 +513,7 @@ export function parseStageConfig(
     if (consumer !== undefined) consumers.push(consumer);
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+  problems.push(...sessionBoundProblems(stage, consumers, rest));
   problems.push(...stackSizeProblems(stage, consumers, rest.maxConsumersPerStack));
   problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
   problems.push(...pollerGroupProblems(stage, consumers));
@@ -541,6 +549,15 @@ function runnerTimingProblems(stage: string, rest: StageRest): string[] {
     );
   }
   return problems;
+}
+
+/** The reaper ends consumer roles' transactions past its bound: no consumer function may legitimately run that long. */
+function sessionBoundProblems(stage: string, consumers: ConsumerStageConfig[], rest: StageRest): string[] {
+  const bound = rest.reaper.consumerSessionBoundSeconds;
+  const longest = Math.max(rest.relay.timeoutSeconds, ...consumers.flatMap((c) => [c.ingestTimeoutSeconds, c.workerTimeoutSeconds]));
+  return bound > longest
+    ? []
+    : [`stages.${stage}.reaper.consumerSessionBoundSeconds: must exceed every consumer function's timeout (the longest is ${longest} s)`];
 }
 
 /** What every consumer's config is checked against; seenGroups collects the consumer groups taken so far. */

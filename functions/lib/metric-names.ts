@@ -39,6 +39,8 @@ export const MetricNames = {
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',
   PayloadsPurged: 'PayloadsPurged',
+  /** Sessions of the consumer's roles the reaper ended: a transaction past the bound (docs/reaper.md). */
+  ConsumerSessionsEnded: 'ConsumerSessionsEnded',
   // outbox relay (dimension: the emitting consumer)
   OutboxEventsPublished: 'OutboxEventsPublished',
   OutboxPublishRefused: 'OutboxPublishRefused',

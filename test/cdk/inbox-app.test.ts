@@ -164,6 +164,8 @@ describe('schedules', () => {
     const margin = Number(reaper!.Properties!.Environment.Variables.REAPER_SAFETY_MARGIN_MS) / 1000;
     expect(margin).toBeGreaterThan(0);
     expect(reaper!.Properties!.Timeout).toBeGreaterThan(margin);
+    // Consumer roles' sessions past this are ended: above every function's timeout, by default Lambda's longest.
+    expect(reaper!.Properties!.Environment.Variables.REAPER_SESSION_BOUND_SECONDS).toBe('900');
   });
 
   it('gives each worker a timeout that ends well inside its lease', () => {

@@ -259,6 +259,8 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.delete_claimed_outbox_lanes(text,tid[])': [relay, ...rolesOfKind('relay')],
   'integration.delete_idle_outbox_lanes(text[],text[],text[])': [relay, ...rolesOfKind('relay')],
   'integration.delete_published_outbox(text,integer,integer)': [relay, ...rolesOfKind('relay')],
+  // The reaper ends consumer roles' sessions past the bound (0201).
+  'integration.end_overrunning_sessions(double precision)': [reaper],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
