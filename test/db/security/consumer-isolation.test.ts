@@ -577,3 +577,24 @@ describe("the reaper's purge", () => {
     ).toEqual({ code: '23514' });
   });
 });
+
+describe('the cross-consumer policies', () => {
+  it('open every consumer\'s rows to the reaper and ops only, on every table a consumer role reaches by policy (0202)', async () => {
+    const policies = await sql<{ table: string; roles: string[] }[]>`
+      select format('%s.%s', schemaname, tablename) as table, roles::text[] as roles
+      from pg_policies where policyname = 'every_consumer_rows' order by 1`;
+
+    expect(policies.map((p) => p.table)).toEqual([
+      'case_core.case_audit',
+      'integration.consumed_events',
+      'integration.consumer_inbox',
+      'integration.consumer_lane',
+      'integration.consumer_pause',
+      'integration.consumer_raw_poison',
+      'integration.consumer_worker_slot',
+      'integration.outbox',
+      'integration.outbox_lane',
+    ]);
+    for (const p of policies) expect([p.table, [...p.roles].sort()]).toEqual([p.table, ['inbox_ops', 'inbox_reaper']]);
+  });
+});
