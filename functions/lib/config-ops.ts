@@ -4,6 +4,7 @@
  * what a one-time replay schedule invokes.
  */
 import { z } from 'zod';
+import { OPERATOR_NAME } from './database-roles';
 import { jsonRecord } from './env-values';
 
 export const opsEnv = {
@@ -33,6 +34,21 @@ export const opsEnv = {
   OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
   /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
   SCHEDULER_ROLE_ARN: z.string().trim().startsWith('arn:', 'must be an IAM role ARN').optional(),
+  /**
+   * The migration step's: the stage's operators, by name (comma-separated), whose own
+   * database roles (`inbox_ops_<name>`) it provisions (functions/inbox/operator-roles.ts).
+   */
+  OPERATORS: z
+    .string()
+    .trim()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    )
+    .pipe(z.array(z.string().regex(OPERATOR_NAME, 'each must be 1-40 of a-z, 0-9 and _, starting with a letter')))
+    .optional(),
 };
 
 type OpsEnv = z.infer<z.ZodObject<typeof opsEnv>>;
@@ -46,6 +62,8 @@ export interface OpsConfig {
   consumerDirectory?: string;
   /** The on-failure bucket (ops reingest-failed). */
   failedRecordsBucket?: string;
+  /** The stage's operators, whose database roles the migration step provisions. */
+  operators: string[];
 }
 
 export interface SchedulerConfig {
@@ -59,6 +77,7 @@ export function opsConfig(e: OpsEnv): OpsConfig {
   return {
     ingestMappings: e.INGEST_MAPPINGS ?? {},
     workerFunctions: e.WORKER_FUNCTIONS ?? {},
+    operators: e.OPERATORS ?? [],
     ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
     ...(e.FAILED_RECORDS_BUCKET !== undefined ? { failedRecordsBucket: e.FAILED_RECORDS_BUCKET } : {}),
   };

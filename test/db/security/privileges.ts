@@ -217,6 +217,9 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   },
   // Which consumer each consumer role serves (0130): read through consumer_of_role() only.
   'integration.consumer_role': {},
+  // The operators' own roles (0203), and an operator's changes until its transaction commits: the owner's and its triggers' only.
+  'integration.operator_role': {},
+  'integration.operator_change': {},
   // The migration runner's bookkeeping, and the ledger the runners of 2026-12-02 and earlier read: no function reads them.
   'public.inbox_schema_history': {},
   'public.inbox_schema_migrations': {},
@@ -227,6 +230,7 @@ export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('U
   // Identity columns' sequences: an INSERT takes the next value without a grant on them.
   'case_core.case_audit_audit_id_seq': {},
   'integration.outbox_outbox_seq_seq': {},
+  'integration.operator_change_change_id_seq': {},
 };
 
 /** Functions and procedures, as regprocedure text (`schema.name(argtypes)`): the roles that may EXECUTE them. */
@@ -261,6 +265,13 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.delete_published_outbox(text,integer,integer)': [relay, ...rolesOfKind('relay')],
   // The reaper ends consumer roles' sessions past the bound (0201).
   'integration.end_overrunning_sessions(double precision)': [reaper],
+  // The operator audit kept by the database (0203): its triggers, and the migration step's helpers.
+  'integration.is_operator_session()': [],
+  'integration.operator_audit_recorded()': [],
+  'integration.operator_changes()': [],
+  'integration.operator_change_audited()': [],
+  'integration.provision_operator_role(name)': [],
+  'integration.retire_operator_roles(name[])': [],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */

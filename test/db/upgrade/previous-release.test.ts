@@ -224,6 +224,25 @@ describe(`the previous release, ${recorded.name} (${recorded.commit.slice(0, 12)
     expect(relayed.claimed).toBeGreaterThan(0);
     const stats = await invoke('previous', 'ops', { command: 'stats', consumer: 'case-projection' });
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
+    // Its ops changes inbox rows with their audit row, which the database now checks (0203).
+    const [quarantined] = await owner<{ inbox_id: string }[]>`
+      insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id,
+                                              topic_name, partition_no, offset_no, producer, occurred_at, status, payload,
+                                              quarantined_at, error_code)
+      values ('case-projection', 'evt_previous_ops', 't', 1, 'case', 'ops', ${CASE_TOPIC}, 0, 0, 'p', now(), 'QUARANTINED', '{}',
+              now(), 'PAYLOAD_INVALID')
+      returning inbox_id`;
+    const resolved = await invoke('previous', 'ops', {
+      command: 'resolve',
+      ids: [quarantined!.inbox_id],
+      reason: 'upgrade test',
+      actor: 'ci',
+    });
+    expect(resolved).toMatchObject({ ok: true, result: { resolved: 1 } });
+    expect(await owner`select status from integration.consumer_inbox where inbox_id = ${quarantined!.inbox_id}`).toEqual([
+      { status: 'IGNORED' },
+    ]);
+    await owner`delete from integration.consumer_inbox where inbox_id = ${quarantined!.inbox_id}`;
 
     // 4. A rollback: the previous migration function on the newer database.
     const before = await ledger();

@@ -1,0 +1,163 @@
+/**
+ * An operator with a name (migrations/0203_operator_audit_by_the_database.sql): every audit
+ * row records the login role that wrote it; an operator's session cannot change inbox rows
+ * (or poison, pauses, scheduled replays) without the audit row of the change in the same
+ * transaction; an audit row cannot claim the ops function's sources from a person's role.
+ * People use their own roles, `inbox_ops_<name>`, provisioned for the stage's operators.
+ */
+import postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { provisionOperatorRoles } from '../../../functions/inbox/operator-roles';
+import { DatabaseRoles, operatorRole } from '../../../functions/lib/database-roles';
+import type { Sql } from '../../../functions/lib/db';
+import { prepareRoleLogins } from '../../../tools/database-roles';
+import { settledRoles, useTestDatabase } from '../../helpers/db';
+import { insertInboxRows } from '../../helpers/factories';
+import { cli, opsDeps, run } from './support';
+
+const db = await useTestDatabase();
+// Server-wide roles: named for this file so that no other test file provisions or retires it.
+const OPERATOR = 'who_did_it_alice';
+const alice = operatorRole(OPERATOR);
+
+beforeAll(async () => {
+  await provisionOperatorRoles(db.sql, [OPERATOR]);
+  const admin = postgres(inject('dbAdminUrl'), { max: 1, onnotice: () => {} });
+  try {
+    await prepareRoleLogins(admin as unknown as Sql, inject('dbAdminUrl'), [alice]);
+  } finally {
+    await admin.end();
+  }
+});
+afterAll(async () => {
+  await provisionOperatorRoles(db.sql, []);
+});
+
+/** The SQLSTATE `work` fails with as `role`, or 'committed'. */
+async function outcome(role: typeof alice | typeof DatabaseRoles.ops, work: (tx: postgres.TransactionSql) => Promise<unknown>) {
+  return db
+    .as(role)
+    .begin(work)
+    .then(
+      () => 'committed',
+      (error: { code?: string }) => error.code,
+    );
+}
+
+const auditRow = (source: string, action = 'resolve', inboxIds: string[] = []) =>
+  `insert into integration.operator_audit (action, actor, reason, source, affected_count, inbox_ids, consumer_names)
+   values ('${action}', 'someone', 'why', '${source}', ${inboxIds.length}, '{${inboxIds.join(',')}}', '{case-projection}')`;
+
+describe("an operator's own role", () => {
+  it('logs in, is a member of inbox_ops and nothing else, and loses its login when no longer declared', async () => {
+    await settledRoles(async () => {
+      expect(
+        await db.sql`
+          select rolcanlogin, rolsuper, rolcreaterole, rolcreatedb, rolbypassrls,
+                 array(select g.rolname::text from pg_auth_members m join pg_roles g on g.oid = m.roleid
+                       where m.member = r.oid and g.rolname <> 'rds_iam') as member_of
+          from pg_roles r where rolname = ${alice}`,
+      ).toEqual([
+        { rolcanlogin: true, rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolbypassrls: false, member_of: ['inbox_ops'] },
+      ]);
+    });
+    const other = operatorRole('who_did_it_bob');
+    await provisionOperatorRoles(db.sql, [OPERATOR, 'who_did_it_bob']);
+
+    const retired = await provisionOperatorRoles(db.sql, [OPERATOR]);
+
+    expect(retired.retired).toEqual([other]);
+    expect(await db.sql`select rolcanlogin from pg_roles where rolname = ${other}`).toEqual([{ rolcanlogin: false }]);
+  });
+
+  it('replays through the ops commands, and the audit row names its role whatever actor it gives', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
+
+    const result = await run(
+      opsDeps(db.as(alice)),
+      { command: 'replay', ids: [row!.inbox_id], reason: 'fixed', actor: 'someone else' },
+      cli,
+    );
+
+    expect(result).toMatchObject({ replayed: 1 });
+    expect(
+      await db.sql`select actor, source, session_role from integration.operator_audit where ${row!.inbox_id} = any(inbox_ids)`,
+    ).toEqual([{ actor: 'someone else', source: 'cli', session_role: alice }]);
+  });
+});
+
+describe('changes without their audit row', () => {
+  it('refuses a direct status change of inbox rows, as a person and as inbox_ops: nothing changes', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
+    const resolveDirectly = (tx: postgres.TransactionSql) =>
+      tx`update integration.consumer_inbox set status = 'IGNORED', processed_at = now() where inbox_id = ${row!.inbox_id}`;
+
+    expect(await outcome(alice, resolveDirectly)).toBe('42501');
+    expect(await outcome(DatabaseRoles.ops, resolveDirectly)).toBe('42501');
+    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([
+      { status: 'QUARANTINED' },
+    ]);
+  });
+
+  it('refuses a change whose transaction audits other rows, or only as a dry run; takes it audited', async () => {
+    const [row, other] = await insertInboxRows(db.sql, [
+      { status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' },
+      { status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' },
+    ]);
+    const resolveWith = (audit: string) => (tx: postgres.TransactionSql) =>
+      tx`update integration.consumer_inbox set status = 'IGNORED', processed_at = now() where inbox_id = ${row!.inbox_id}`.then(() =>
+        tx.unsafe(audit),
+      );
+
+    expect(await outcome(alice, resolveWith(auditRow('cli', 'resolve', [other!.inbox_id])))).toBe('42501');
+    expect(
+      await outcome(
+        alice,
+        resolveWith(
+          auditRow('cli', 'resolve', [row!.inbox_id])
+            .replace('(action,', '(dry_run, action,')
+            .replace("values ('resolve'", "values (true, 'resolve'"),
+        ),
+      ),
+    ).toBe('42501');
+    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([
+      { status: 'QUARANTINED' },
+    ]);
+
+    expect(await outcome(alice, resolveWith(auditRow('cli', 'resolve', [row!.inbox_id])))).toBe('committed');
+    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([{ status: 'IGNORED' }]);
+  });
+
+  it('refuses a pause written without its audit row, and takes one written with it', async () => {
+    const pause = `insert into integration.consumer_pause (consumer_name, target, paused_by, audit_id)
+                   values ('case-sla', 'worker', 'alice', gen_random_uuid())`;
+
+    expect(await outcome(alice, (tx) => tx.unsafe(pause))).toBe('42501');
+    expect(
+      await outcome(alice, async (tx) => {
+        await tx.unsafe(auditRow('cli', 'pause'));
+        await tx.unsafe(pause);
+      }),
+    ).toBe('committed');
+  });
+});
+
+describe('forged audit rows', () => {
+  it("refuses the ops function's sources from a person's role", async () => {
+    expect(await outcome(alice, (tx) => tx.unsafe(auditRow('schedule', 'replay')))).toBe('42501');
+    expect(await outcome(alice, (tx) => tx.unsafe(auditRow('lambda')))).toBe('42501');
+  });
+
+  it('refuses source schedule on anything but a replay, even from inbox_ops', async () => {
+    expect(await outcome(DatabaseRoles.ops, (tx) => tx.unsafe(auditRow('schedule', 'resolve')))).toBe('42501');
+  });
+
+  it('records the writer and the transaction time whatever the row says', async () => {
+    const [written] = await db.as(alice)<{ session_role: string; at_commit: boolean }[]>`
+      insert into integration.operator_audit (action, actor, reason, source, affected_count, created_at, session_role)
+      values ('pause', 'bob', 'why', 'cli', 0, '2020-01-01T00:00:00Z', 'inbox_ops_bob')
+      returning session_role, created_at = now() as at_commit`;
+
+    expect(written).toEqual({ session_role: alice, at_commit: true });
+  });
+});
