@@ -20,7 +20,9 @@ try {
     console.log(`consumer roles: ${roles.roles.join(', ')}${roles.retired.length > 0 ? `; retired ${roles.retired.join(', ')}` : ''}`);
     const operators = await provisionOperatorRoles(sql, config.operators);
     if (operators.roles.length + operators.retired.length > 0) {
-      console.log(`operator roles: ${operators.roles.join(', ')}${operators.retired.length > 0 ? `; retired ${operators.retired.join(', ')}` : ''}`);
+      console.log(
+        `operator roles: ${operators.roles.join(', ')}${operators.retired.length > 0 ? `; retired ${operators.retired.join(', ')}` : ''}`,
+      );
     }
   }
 } catch (error) {

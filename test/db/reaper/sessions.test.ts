@@ -106,7 +106,9 @@ describe('consumer sessions past the bound', () => {
       expect(row!.n).toBe(1);
     });
 
-    const result = await reap(db.as(DatabaseRoles.reaper), { config: { reaper: { batchSize: 100, safetyMarginMs: 0, sessionBoundSeconds: 60 } } });
+    const result = await reap(db.as(DatabaseRoles.reaper), {
+      config: { reaper: { batchSize: 100, safetyMarginMs: 0, sessionBoundSeconds: 60 } },
+    });
 
     expect(result.sessionsEnded).toBe(0);
     await expect(working).resolves.toBeDefined();

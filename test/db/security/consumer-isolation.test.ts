@@ -579,7 +579,7 @@ describe("the reaper's purge", () => {
 });
 
 describe('the cross-consumer policies', () => {
-  it('open every consumer\'s rows to the reaper and ops only, on every table a consumer role reaches by policy (0202)', async () => {
+  it("open every consumer's rows to the reaper and ops only, on every table a consumer role reaches by policy (0202)", async () => {
     const policies = await sql<{ table: string; roles: string[] }[]>`
       select format('%s.%s', schemaname, tablename) as table, roles::text[] as roles
       from pg_policies where policyname = 'every_consumer_rows' order by 1`;

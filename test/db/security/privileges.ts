@@ -14,7 +14,13 @@
  * shared tables a consumer's role reaches is row-level security's (rls.test.ts).
  */
 import { CONSUMERS } from '../../../functions/consumers/index';
-import { consumerRolesOf, DatabaseRoles, KIND_ROLES, type ConsumerRoleKind, type DatabaseRole } from '../../../functions/lib/database-roles';
+import {
+  consumerRolesOf,
+  DatabaseRoles,
+  KIND_ROLES,
+  type ConsumerRoleKind,
+  type DatabaseRole,
+} from '../../../functions/lib/database-roles';
 
 const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
 

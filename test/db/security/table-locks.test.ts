@@ -41,8 +41,9 @@ describe('table locks', () => {
       values ('case-projection', 'case', 'own', now()), ('case-sla', 'case', 'other', now())`;
     const ctids = (await db.sql<{ ctid: string }[]>`select ctid::text from integration.consumer_lane`).map((r) => r.ctid);
 
-    const refused = await db
-      .as(worker)`select integration.delete_claimed_lanes('case-sla', ${ctids}::tid[])`.catch((e: { code?: string }) => e.code);
+    const refused = await db.as(worker)`select integration.delete_claimed_lanes('case-sla', ${ctids}::tid[])`.catch(
+      (e: { code?: string }) => e.code,
+    );
     const [own] = await db.as(worker)<{ n: number }[]>`select integration.delete_claimed_lanes('case-projection', ${ctids}::tid[]) as n`;
 
     expect(refused).toBe('42501');
@@ -61,9 +62,9 @@ describe('table locks', () => {
 
     const refusals = await Promise.all([
       db.as(relay)`select integration.delete_published_outbox('case-projection', 7, 100)`.catch((e: { code?: string }) => e.code),
-      db
-        .as(relay)`select integration.delete_idle_outbox_lanes(array['case-projection'], array['case'], array['b'])`
-        .catch((e: { code?: string }) => e.code),
+      db.as(relay)`select integration.delete_idle_outbox_lanes(array['case-projection'], array['case'], array['b'])`.catch(
+        (e: { code?: string }) => e.code,
+      ),
     ]);
     const [purged] = await db.as(relay)<{ n: number }[]>`select integration.delete_published_outbox('case-sla', 7, 100) as n`;
     const [idle] = await db.as(relay)<{ n: number }[]>`
