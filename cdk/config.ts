@@ -13,6 +13,7 @@ import {
   type SchemaRegistryDeclaration,
 } from '../functions/framework/schema-registry';
 import { DEFAULTS } from '../functions/lib/config-defaults';
+import { OPERATOR_NAME } from '../functions/lib/database-roles';
 
 export class StageConfigError extends Error {
   constructor(message: string) {
@@ -26,6 +27,8 @@ const SUBNET_ID = /^subnet-[0-9a-f]{8,17}$/;
 
 /** arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid> */
 const MSK_CLUSTER_ARN = /^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster\/[A-Za-z0-9-]+\/[A-Za-z0-9-]+$/;
+/** An IAM role or user: arn:<partition>:iam::<account>:role/<path/name> or :user/<path/name>. */
+const IAM_PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]{1,512}$/;
 /** Lambda: 1-200 characters of [a-zA-Z0-9-/*:_+=.@-]. */
 const CONSUMER_GROUP_ID = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
 
@@ -349,8 +352,31 @@ const stageSchema = z
         logRetentionDays: logRetentionDays.default(30),
       })
       .prefault({}),
-    /** On-failure bucket (records the ESM gave up on): how long objects are kept. */
+    /** On-failure bucket (records the ESM gave up on): how long objects are kept, and their overwritten versions. */
     failedRecordsRetentionDays: int(1, 3650).default(30),
+    /**
+     * The people who operate the stage (docs/ops.md, "Who did it"): each may call the ops
+     * function's URL as their IAM principal, and connect to the database as their own role,
+     * `inbox_ops_<name>` (IAM authentication), which the migration step provisions.
+     */
+    operators: z
+      .array(
+        z.strictObject({
+          name: z.string().regex(OPERATOR_NAME, 'must be 1-40 of a-z, 0-9 and _, starting with a letter'),
+          /** The IAM role (or user) they sign in as, in the stage's account. */
+          principalArn: z
+            .string()
+            .regex(IAM_PRINCIPAL_ARN, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)'),
+        }),
+      )
+      .default([])
+      .superRefine((operators, ctx) => {
+        const seen = new Set<string>();
+        operators.forEach((o, i) => {
+          if (seen.has(o.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `operator "${o.name}" is named twice` });
+          seen.add(o.name);
+        });
+      }),
     alarms: z
       .object({
         /** Subscribed to the alarm topic (email confirmation needed). */

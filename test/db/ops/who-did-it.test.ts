@@ -5,17 +5,22 @@
  * transaction; an audit row cannot claim the ops function's sources from a person's role.
  * People use their own roles, `inbox_ops_<name>`, provisioned for the stage's operators.
  */
+import { Logger } from '@aws-lambda-powertools/logger';
+import type { LambdaFunctionURLResult } from 'aws-lambda';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { provisionOperatorRoles } from '../../../functions/inbox/operator-roles';
 import { DatabaseRoles, operatorRole } from '../../../functions/lib/database-roles';
 import type { Sql } from '../../../functions/lib/db';
+import { createOpsHandler, type OpsResponse } from '../../../functions/ops/run';
 import { prepareRoleLogins } from '../../../tools/database-roles';
+import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../../tools/function-url-events';
 import { settledRoles, useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { cli, opsDeps, run } from './support';
 
 const db = await useTestDatabase();
+const quietOpsLogger = new Logger({ serviceName: 'ops-test', logLevel: 'SILENT' });
 // Server-wide roles: named for this file so that no other test file provisions or retires it.
 const OPERATOR = 'who_did_it_alice';
 const alice = operatorRole(OPERATOR);
@@ -159,5 +164,49 @@ describe('forged audit rows', () => {
       returning session_role, created_at = now() as at_commit`;
 
     expect(written).toEqual({ session_role: alice, at_commit: true });
+  });
+});
+
+describe('the ops function, through its function URL', () => {
+  const handler = createOpsHandler(async () => opsDeps(db.as(DatabaseRoles.ops)), quietOpsLogger, { operatorPrincipals: [OPERATOR_ROLE] });
+  const call = async (body: Record<string, unknown>) => {
+    const response = (await handler(functionUrlRequest(body, OPERATOR_SESSION), {
+      awsRequestId: 'req-url-1',
+      invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops',
+    })) as Exclude<LambdaFunctionURLResult, string>;
+    return { status: response.statusCode, ...(JSON.parse(response.body!) as OpsResponse) };
+  };
+
+  it('replays as a dry run unless the request says apply, and records the caller as the actor', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
+    const request = { command: 'replay', ids: [row!.inbox_id], reason: 'fixed upstream' };
+
+    const dry = await call(request);
+    const status = await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`;
+    const applied = await call({ ...request, apply: true });
+
+    expect(dry).toMatchObject({ status: 200, ok: true, result: { dryRun: true, wouldReplay: 1 } });
+    expect(status).toEqual([{ status: 'QUARANTINED' }]);
+    expect(applied).toMatchObject({ status: 200, ok: true, result: { dryRun: false, replayed: 1 } });
+    expect(
+      await db.sql`
+        select dry_run, actor, source, session_role, request_id from integration.operator_audit
+        where ${row!.inbox_id} = any(inbox_ids) order by dry_run desc`,
+    ).toEqual([
+      { dry_run: true, actor: OPERATOR_SESSION, source: 'lambda', session_role: DatabaseRoles.ops, request_id: 'req-url-1' },
+      { dry_run: false, actor: OPERATOR_SESSION, source: 'lambda', session_role: DatabaseRoles.ops, request_id: 'req-url-1' },
+    ]);
+  });
+
+  it('records no actor the request names: it is refused, and nothing changes', async () => {
+    const [row] = await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
+
+    const forged = await call({ command: 'resolve', ids: [row!.inbox_id], reason: 'x', actor: 'the-ceo', apply: true });
+
+    expect(forged).toMatchObject({ status: 400, ok: false, error: { code: 'BAD_ARGUMENTS' } });
+    expect(await db.sql`select status from integration.consumer_inbox where inbox_id = ${row!.inbox_id}`).toEqual([
+      { status: 'QUARANTINED' },
+    ]);
+    expect(await db.sql`select count(*)::int as n from integration.operator_audit where actor = 'the-ceo'`).toEqual([{ n: 0 }]);
   });
 });
