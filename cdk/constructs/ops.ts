@@ -30,6 +30,7 @@ import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
+import { FAILED_BATCH_PREFIX } from '../../functions/ops/failed-batches';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
 import type { StageConfig } from '../config';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
@@ -52,9 +53,6 @@ export interface OpsProps {
   /** The stage's operators: their principals alone may call the function URL. */
   operators: StageConfig['operators'];
 }
-
-/** Where Lambda writes the batches a mapping gave up on: `aws/lambda/<mapping UUID>/…`. */
-const FAILED_BATCH_PREFIX = 'aws/lambda/';
 
 const SCHEDULER = 'scheduler.amazonaws.com';
 

@@ -86,8 +86,17 @@ export class PlatformStack extends Stack {
       enforceSSL: true,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-      versioned: false,
-      lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
+      // Versioned: a mapping's batch is the only copy of the records it gave up on, and every
+      // ingest role may write under aws/lambda/ (cdk/constructs/kafka-ingest.ts): an object
+      // overwritten keeps its earlier version for the retention.
+      versioned: true,
+      lifecycleRules: [
+        {
+          expiration: Duration.days(config.failedRecordsRetentionDays),
+          noncurrentVersionExpiration: Duration.days(config.failedRecordsRetentionDays),
+        },
+        { expiredObjectDeleteMarker: true },
+      ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
     // The runbook ("ESM failed records") sends the operator here.

@@ -501,3 +501,15 @@ describe('an operator with a name', () => {
     expect(unacknowledgedNagErrors(named.app)).toEqual([]);
   });
 });
+
+describe('the on-failure bucket', () => {
+  it('keeps every version for the retention: an ingest role that writes over a batch cannot erase it', () => {
+    const [[, bucket]] = resources(s.platform, 'AWS::S3::Bucket') as [[string, Resource]];
+    const days = s.config.failedRecordsRetentionDays;
+    expect(bucket.Properties.VersioningConfiguration).toEqual({ Status: 'Enabled' });
+    expect(bucket.Properties.LifecycleConfiguration.Rules).toEqual([
+      { ExpirationInDays: days, NoncurrentVersionExpiration: { NoncurrentDays: days }, Status: 'Enabled' },
+      { ExpiredObjectDeleteMarker: true, Status: 'Enabled' },
+    ]);
+  });
+});
