@@ -17,15 +17,12 @@
 import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { getConsumer } from '../../../functions/consumers';
-import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
 import type { KafkaEvent, KafkaRecord } from '../../../functions/ingest/types';
 import { withDatabase } from '../../../tools/database-url';
-import { roleUrl } from '../../../tools/database-roles';
-import { freePort } from '../../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
-import { bundleOf, buildBundles, invokeBundle, resultOf, type FunctionName } from '../../helpers/bundles';
+import { buildBundles, type FunctionName } from '../../helpers/bundles';
 import { checkOutPreviousRelease, recordedPreviousRelease, type PreviousRelease } from '../../helpers/previous-release';
+import { invokeRelease } from '../../helpers/release-functions';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const CASE_TOPIC = 'regulatory.case.events.v1';
@@ -65,47 +62,9 @@ afterAll(async () => {
 
 // ——— what the functions are invoked with ———
 
-const roleOf = (fn: Exclude<FunctionName, 'migrate'>, consumer?: string): DatabaseRole => {
-  if (fn === 'ingest') return ingestRoleOf(getConsumer(consumer!));
-  if (fn === 'worker') return workerRoleOf(getConsumer(consumer!));
-  if (fn === 'relay') return relayRoleOf(getConsumer(consumer!));
-  return DatabaseRoles[fn];
-};
-
-async function relayEnv(): Promise<Record<string, string>> {
-  return {
-    // No broker listens there: the relay claims, is refused, and records the refusal.
-    KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-    AWS_REGION: 'eu-west-1',
-    // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-    AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-    KAFKA_RETRIES: '1',
-    KAFKA_CONNECTION_TIMEOUT_MS: '300',
-    RELAY_SAFETY_MARGIN_MS: '1000',
-  };
-}
-
 /** Invoke one release's bundled function as its own role (the migration function as the owner). */
-async function invoke(release: Release, fn: FunctionName, event: unknown, consumer?: string): Promise<any> {
-  const url = fn === 'migrate' ? withDatabase(adminUrl, dbName) : roleUrl(adminUrl, roleOf(fn, consumer), dbName);
-  const env: Record<string, string> = {
-    DATABASE_URL: url,
-    LOG_LEVEL: 'ERROR',
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    // The scheduled worker stops at its first empty claim rather than staying awake.
-    WORKER_IDLE_MS: '0',
-    ...(consumer === undefined ? {} : { CONSUMER_NAME: consumer }),
-    ...(fn === 'relay' ? await relayEnv() : {}),
-  };
-  const output = await invokeBundle(bundleOf(bundles[release], fn), event, env, { requestId: `${release}-${fn}-${randomUUID()}` }).catch(
-    (error: { stdout?: string; stderr?: string }) => {
-      throw new Error(
-        `the ${release} release's ${fn}${consumer === undefined ? '' : ` (${consumer})`} failed:\n${error.stdout}\n${error.stderr}`,
-      );
-    },
-  );
-  return resultOf(output);
+function invoke(release: Release, fn: FunctionName, event: unknown, consumer?: string): Promise<any> {
+  return invokeRelease(release, bundles[release], { adminUrl, name: dbName }, fn, event, consumer === undefined ? {} : { consumer });
 }
 
 // ——— the events ———

@@ -1,0 +1,73 @@
+/**
+ * A release's functions as the upgrade tests run them (test/db/upgrade/): each bundled as it
+ * ships, invoked in its own process on one database, as its own role (the migration
+ * function as the owner), configured by its environment only.
+ */
+import { randomUUID } from 'node:crypto';
+import { getConsumer } from '../../functions/consumers';
+import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import { roleUrl } from '../../tools/database-roles';
+import { withDatabase } from '../../tools/database-url';
+import { freePort } from '../../tools/embedded-postgres';
+import { bundleOf, invokeBundle, resultOf, type FunctionName } from './bundles';
+
+/** The role `fn` logs in as (a consumer's own for ingest, worker and relay). */
+export function roleOf(fn: Exclude<FunctionName, 'migrate'>, consumer?: string): DatabaseRole {
+  if (fn === 'ingest') return ingestRoleOf(getConsumer(consumer!));
+  if (fn === 'worker') return workerRoleOf(getConsumer(consumer!));
+  if (fn === 'relay') return relayRoleOf(getConsumer(consumer!));
+  return DatabaseRoles[fn];
+}
+
+/** A relay's settings with no broker listening: it claims, is refused, records the refusal and hands its lanes back. */
+async function relayEnv(): Promise<Record<string, string>> {
+  return {
+    KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
+    AWS_REGION: 'eu-west-1',
+    // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
+    AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+    KAFKA_RETRIES: '1',
+    KAFKA_CONNECTION_TIMEOUT_MS: '300',
+    RELAY_SAFETY_MARGIN_MS: '1000',
+  };
+}
+
+export interface ReleaseDatabase {
+  adminUrl: string;
+  name: string;
+}
+
+/**
+ * Invoke the bundled `fn` of the release whose bundles are in `bundles`, as its own role;
+ * `label` names the release in a failure. Resolves to the handler's result.
+ */
+export async function invokeRelease(
+  label: string,
+  bundles: string,
+  db: ReleaseDatabase,
+  fn: FunctionName,
+  event: unknown,
+  options: { consumer?: string; env?: Record<string, string> } = {},
+): Promise<any> {
+  const { consumer } = options;
+  const url = fn === 'migrate' ? withDatabase(db.adminUrl, db.name) : roleUrl(db.adminUrl, roleOf(fn, consumer), db.name);
+  const env: Record<string, string> = {
+    DATABASE_URL: url,
+    LOG_LEVEL: 'ERROR',
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    // The scheduled worker stops at its first empty claim rather than staying awake.
+    WORKER_IDLE_MS: '0',
+    ...(consumer === undefined ? {} : { CONSUMER_NAME: consumer }),
+    ...(fn === 'relay' ? await relayEnv() : {}),
+    ...options.env,
+  };
+  const output = await invokeBundle(bundleOf(bundles, fn), event, env, { requestId: `${label}-${fn}-${randomUUID()}` }).catch(
+    (error: { stdout?: string; stderr?: string }) => {
+      throw new Error(
+        `the ${label} release's ${fn}${consumer === undefined ? '' : ` (${consumer})`} failed:\n${error.stdout}\n${error.stderr}`,
+      );
+    },
+  );
+  return resultOf(output);
+}
