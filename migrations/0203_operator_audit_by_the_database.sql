@@ -158,35 +158,30 @@ deferrable initially deferred
 for each row execute function integration.operator_change_audited();
 
 -- The tables ops writes (test/db/security/privileges.ts): the inbox (replay, resolve,
--- poison reingest), poison (resolved by a reingest), pauses, scheduled replays.
-create trigger consumer_inbox_operator_inserts
-after insert on integration.consumer_inbox
-referencing new table as new_rows
-for each statement execute function integration.operator_changes();
-create trigger consumer_inbox_operator_updates
-after update on integration.consumer_inbox
-referencing old table as old_rows
-for each statement execute function integration.operator_changes();
-create trigger consumer_raw_poison_operator_updates
-after update on integration.consumer_raw_poison
-referencing old table as old_rows
-for each statement execute function integration.operator_changes();
-create trigger consumer_pause_operator_inserts
-after insert on integration.consumer_pause
-referencing new table as new_rows
-for each statement execute function integration.operator_changes();
-create trigger consumer_pause_operator_deletes
-after delete on integration.consumer_pause
-referencing old table as old_rows
-for each statement execute function integration.operator_changes();
-create trigger scheduled_replay_operator_inserts
-after insert on integration.scheduled_replay
-referencing new table as new_rows
-for each statement execute function integration.operator_changes();
-create trigger scheduled_replay_operator_updates
-after update on integration.scheduled_replay
-referencing old table as old_rows
-for each statement execute function integration.operator_changes();
+-- poison reingest), poison (resolved by a reingest), pauses, scheduled replays; one trigger
+-- per table and event, `<table>_operator_<event>s`, with the transition table it reads.
+do $$
+declare
+  t record;
+begin
+  for t in
+    select * from (values
+      ('consumer_inbox', 'insert', 'new'),
+      ('consumer_inbox', 'update', 'old'),
+      ('consumer_raw_poison', 'update', 'old'),
+      ('consumer_pause', 'insert', 'new'),
+      ('consumer_pause', 'delete', 'old'),
+      ('scheduled_replay', 'insert', 'new'),
+      ('scheduled_replay', 'update', 'old')
+    ) as v(table_name, event, transition)
+  loop
+    execute format(
+      'create trigger %I after %s on integration.%I referencing %s table as %I '
+      'for each statement execute function integration.operator_changes()',
+      t.table_name || '_operator_' || t.event || 's', t.event, t.table_name, t.transition, t.transition || '_rows');
+  end loop;
+end
+$$;
 
 -- ---------------------------------------------------------------------------------------
 -- The operators' roles, for the migration step: create (or re-enable) a login role, a member

@@ -147,6 +147,26 @@ describe('changes without their audit row', () => {
   });
 });
 
+describe("the trail's triggers on the tables functions write", () => {
+  it('fire once per statement, never per row: the workers and ingest pay no per-row cost for them', async () => {
+    const triggers = await db.sql<{ table: string; trigger: string; per_row: boolean }[]>`
+      select c.relname as table, t.tgname as trigger, (t.tgtype & 1) = 1 as per_row
+      from pg_trigger t join pg_class c on c.oid = t.tgrelid join pg_proc p on p.oid = t.tgfoid
+      where p.proname = 'operator_changes' order by 1, 2`;
+
+    expect(triggers.map((t) => t.table)).toEqual([
+      'consumer_inbox',
+      'consumer_inbox',
+      'consumer_pause',
+      'consumer_pause',
+      'consumer_raw_poison',
+      'scheduled_replay',
+      'scheduled_replay',
+    ]);
+    expect(triggers.filter((t) => t.per_row)).toEqual([]);
+  });
+});
+
 describe('forged audit rows', () => {
   it("refuses the ops function's sources from a person's role", async () => {
     expect(await outcome(alice, (tx) => tx.unsafe(auditRow('schedule', 'replay')))).toBe('42501');
