@@ -24,11 +24,11 @@ import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
 import { withDatabase } from '../../tools/database-url';
 import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../tools/function-url-events';
-import { freePort } from '../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { bundleOf, buildBundles, invokeBundle, resultOf, type BundleOutput, type FunctionName } from '../helpers/bundles';
 import { useTestDatabase } from '../helpers/db';
+import { unreachableBrokerEnv } from '../helpers/release-functions';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 // Inside the project, so that the external @aws-sdk/* resolve from node_modules as the
@@ -245,14 +245,7 @@ describe('the bundled functions', () => {
       { source: 'schedule' },
       {
         ...consumer,
-        KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-        AWS_REGION: 'eu-west-1',
-        // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-        AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-        AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-        KAFKA_RETRIES: '1',
-        KAFKA_CONNECTION_TIMEOUT_MS: '300',
-        RELAY_SAFETY_MARGIN_MS: '1000',
+        ...(await unreachableBrokerEnv()),
       },
     );
 

@@ -4,6 +4,8 @@
  * function as the owner), configured by its environment only.
  */
 import { randomUUID } from 'node:crypto';
+import postgres from 'postgres';
+import { inject } from 'vitest';
 import { getConsumer } from '../../functions/consumers';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
 import { roleUrl } from '../../tools/database-roles';
@@ -20,7 +22,7 @@ export function roleOf(fn: Exclude<FunctionName, 'migrate'>, consumer?: string):
 }
 
 /** A relay's settings with no broker listening: it claims, is refused, records the refusal and hands its lanes back. */
-async function relayEnv(): Promise<Record<string, string>> {
+export async function unreachableBrokerEnv(): Promise<Record<string, string>> {
   return {
     KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
     AWS_REGION: 'eu-west-1',
@@ -36,6 +38,30 @@ async function relayEnv(): Promise<Record<string, string>> {
 export interface ReleaseDatabase {
   adminUrl: string;
   name: string;
+}
+
+/**
+ * An empty database of the test server for an upgrade test (named after the run's template
+ * and `suffix`), its owner's client, and its removal.
+ */
+export async function createReleaseDatabase(suffix: string): Promise<ReleaseDatabase & { owner: postgres.Sql; drop: () => Promise<void> }> {
+  const adminUrl = inject('dbAdminUrl');
+  const name = `${inject('dbTemplate').replace('inbox_tpl_', 'inbox_t_')}_${suffix}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database "${name}"`);
+  await admin.end();
+  const owner = postgres(withDatabase(adminUrl, name), { max: 2, onnotice: () => {} });
+  return {
+    adminUrl,
+    name,
+    owner,
+    async drop() {
+      await owner.end();
+      const a = postgres(adminUrl, { max: 1, onnotice: () => {} });
+      await a.unsafe(`drop database if exists "${name}" with (force)`);
+      await a.end();
+    },
+  };
 }
 
 /**
@@ -59,7 +85,7 @@ export async function invokeRelease(
     // The scheduled worker stops at its first empty claim rather than staying awake.
     WORKER_IDLE_MS: '0',
     ...(consumer === undefined ? {} : { CONSUMER_NAME: consumer }),
-    ...(fn === 'relay' ? await relayEnv() : {}),
+    ...(fn === 'relay' ? await unreachableBrokerEnv() : {}),
     ...options.env,
   };
   const output = await invokeBundle(bundleOf(bundles, fn), event, env, { requestId: `${label}-${fn}-${randomUUID()}` }).catch(

@@ -8,103 +8,62 @@
  * ops through its function URL. And with the contracts applied, what they are for holds: no
  * consumer's role can lock a shared table beyond rows.
  */
-import { randomUUID } from 'node:crypto';
 import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONSUMERS } from '../../../functions/consumers';
 import type { Sql } from '../../../functions/lib/db';
 import type { DatabaseRole } from '../../../functions/lib/database-roles';
 import { migrate } from '../../../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../../../functions/lib/migration-files';
 import { roleUrl } from '../../../tools/database-roles';
-import { withDatabase } from '../../../tools/database-url';
 import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../../tools/function-url-events';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { buildBundles, type FunctionName } from '../../helpers/bundles';
-import { invokeRelease } from '../../helpers/release-functions';
+import { createReleaseDatabase, invokeRelease } from '../../helpers/release-functions';
+import { CASE_TOPIC, caseAccepted, PAYMENT_TOPIC, paymentCompleted } from '../ingest/support';
 import { lockableByConsumerRoles } from '../security/table-locks';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const NEXT_DIR = `${MIGRATIONS_DIR}next/`;
-const CASE_TOPIC = 'regulatory.case.events.v1';
-const PAYMENT_TOPIC = 'payment.completed';
 const bundles = `${ROOT}.tmp/next-release-${process.pid}`;
 
-let adminUrl: string;
-let dbName: string;
+let db: Awaited<ReturnType<typeof createReleaseDatabase>>;
 let owner: postgres.Sql;
 const clients: postgres.Sql[] = [];
 
 beforeAll(async () => {
   await buildBundles(ROOT, bundles);
-  adminUrl = inject('dbAdminUrl');
-  dbName = `${inject('dbTemplate').replace('inbox_tpl_', 'inbox_t_')}_next`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database "${dbName}"`);
-  await admin.end();
-  owner = postgres(withDatabase(adminUrl, dbName), { max: 2, onnotice: () => {} });
+  db = await createReleaseDatabase('next');
+  owner = db.owner;
 }, 600_000);
 
 afterAll(async () => {
-  await Promise.all([owner, ...clients].map((c) => c?.end()));
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`drop database if exists "${dbName}" with (force)`);
-  await admin.end();
+  await Promise.all(clients.map((c) => c.end()));
+  await db?.drop();
 });
 
 function invoke(fn: FunctionName, event: unknown, options: { consumer?: string; env?: Record<string, string> } = {}): Promise<any> {
-  return invokeRelease('current', bundles, { adminUrl, name: dbName }, fn, event, options);
+  return invokeRelease('current', bundles, db, fn, event, options);
 }
 
 const byRole = new Map<DatabaseRole, Sql>();
 function as(role: DatabaseRole): Sql {
   let client = byRole.get(role);
   if (client === undefined) {
-    const c = postgres(roleUrl(adminUrl, role, dbName), { max: 1, onnotice: () => {} });
+    const c = postgres(roleUrl(db.adminUrl, role, db.name), { max: 1, onnotice: () => {} });
     clients.push(c);
     byRole.set(role, (client = c as unknown as Sql));
   }
   return client;
 }
 
-function caseAccepted(caseId: string, offset: number) {
-  return mskRecord({
-    topic: CASE_TOPIC,
-    partition: 0,
-    offset,
-    key: caseId,
-    value: {
-      eventId: `evt_${caseId}`,
-      eventType: 'regulatory.case.accepted.v1',
-      eventVersion: 1,
-      occurredAt: '2026-12-01T09:00:00Z',
-      producer: 'case-command-service',
-      aggregateType: 'case',
-      aggregateId: caseId,
-      aggregateVersion: 1,
-      payload: { caseId, acceptedAt: '2026-12-01T09:00:00Z' },
-    },
-  });
+/** An accepted case, as the case consumers read it, at `offset`. */
+function caseRecord(caseId: string, offset: number) {
+  const value = caseAccepted(`evt_${caseId}`, { aggregateId: caseId, payload: { caseId, acceptedAt: '2026-12-01T09:00:00Z' } });
+  return mskRecord({ topic: CASE_TOPIC, partition: 0, offset, key: caseId, value });
 }
 
-function paymentCompleted(offset: number) {
-  const eventId = randomUUID();
-  return mskRecord({
-    topic: PAYMENT_TOPIC,
-    partition: 0,
-    offset,
-    key: eventId,
-    value: {
-      event_id: eventId,
-      event_type: 'payment.completed',
-      event_version: 1,
-      org_id: '7d1f2c4e-8a9b-4c3d-9e8f-1a2b3c4d5e6f',
-      aggregate_id: `pay_${eventId.slice(0, 8)}`,
-      occurred_at: '2026-12-01T09:00:00Z',
-      payload: { amount_cents: 100 },
-    },
-  });
-}
+const paymentRecord = (offset: number) => mskRecord({ topic: PAYMENT_TOPIC, partition: 0, offset, value: paymentCompleted() });
 
 describe('the contracts waiting in migrations/next/, applied under this release', () => {
   it("keep this release's functions working, and leave no consumer role a table it can lock", async () => {
@@ -123,11 +82,11 @@ describe('the contracts waiting in migrations/next/, applied under this release'
 
     // 2. Ingest, then every consumer's worker: each claim deletes the lanes it empties (through its function).
     const cases = Array.from({ length: 6 }, (_, i) => `case_next_${i}`);
-    const caseBatch = mskEvent(cases.map((c, i) => caseAccepted(c, i)));
+    const caseBatch = mskEvent(cases.map((c, i) => caseRecord(c, i)));
     for (const consumer of ['case-projection', 'case-sla']) {
       expect(await invoke('ingest', caseBatch, { consumer })).toEqual({ batchItemFailures: [] });
     }
-    expect(await invoke('ingest', mskEvent([paymentCompleted(10), paymentCompleted(11)]), { consumer: 'notification-service' })).toEqual({
+    expect(await invoke('ingest', mskEvent([paymentRecord(10), paymentRecord(11)]), { consumer: 'notification-service' })).toEqual({
       batchItemFailures: [],
     });
     for (const consumer of ['case-projection', 'case-sla', 'notification-service']) {

@@ -15,14 +15,13 @@
  * Every event ends stored once per consumer and processed once: its effects exactly once.
  */
 import { randomUUID } from 'node:crypto';
-import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KafkaEvent, KafkaRecord } from '../../../functions/ingest/types';
-import { withDatabase } from '../../../tools/database-url';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { buildBundles, type FunctionName } from '../../helpers/bundles';
 import { checkOutPreviousRelease, recordedPreviousRelease, type PreviousRelease } from '../../helpers/previous-release';
-import { invokeRelease } from '../../helpers/release-functions';
+import { createReleaseDatabase, invokeRelease } from '../../helpers/release-functions';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const CASE_TOPIC = 'regulatory.case.events.v1';
@@ -36,8 +35,7 @@ const statusAt = (v: number) => (v === 1 ? 'ACCEPTED' : `STATUS_${v}`);
 type Release = 'previous' | 'current';
 
 let previous: PreviousRelease;
-let dbName: string;
-let adminUrl: string;
+let db: Awaited<ReturnType<typeof createReleaseDatabase>>;
 let owner: postgres.Sql;
 const bundles: Record<Release, string> = { previous: '', current: `${ROOT}.tmp/upgrade-current-${process.pid}` };
 
@@ -45,26 +43,19 @@ beforeAll(async () => {
   previous = await checkOutPreviousRelease();
   bundles.previous = `${previous.root}/.bundles-${process.pid}`;
   await Promise.all([buildBundles(previous.root, bundles.previous), buildBundles(ROOT, bundles.current)]);
-  adminUrl = inject('dbAdminUrl');
-  dbName = `${inject('dbTemplate').replace('inbox_tpl_', 'inbox_t_')}_upgrade`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database "${dbName}"`);
-  await admin.end();
-  owner = postgres(withDatabase(adminUrl, dbName), { max: 2, onnotice: () => {} });
+  db = await createReleaseDatabase('upgrade');
+  owner = db.owner;
 }, 600_000);
 
 afterAll(async () => {
-  await owner?.end();
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`drop database if exists "${dbName}" with (force)`);
-  await admin.end();
+  await db?.drop();
 });
 
 // ——— what the functions are invoked with ———
 
 /** Invoke one release's bundled function as its own role (the migration function as the owner). */
 function invoke(release: Release, fn: FunctionName, event: unknown, consumer?: string): Promise<any> {
-  return invokeRelease(release, bundles[release], { adminUrl, name: dbName }, fn, event, consumer === undefined ? {} : { consumer });
+  return invokeRelease(release, bundles[release], db, fn, event, consumer === undefined ? {} : { consumer });
 }
 
 // ——— the events ———
