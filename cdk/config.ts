@@ -14,6 +14,8 @@ import {
   type SchemaRegistry,
   type SchemaRegistryDeclaration,
 } from '../functions/framework/schema-registry';
+import { DEFAULTS } from '../functions/lib/config-defaults';
+import { OPERATOR_NAME } from '../functions/lib/database-roles';
 
 export class StageConfigError extends Error {
   constructor(message: string) {
@@ -27,6 +29,8 @@ const SUBNET_ID = /^subnet-[0-9a-f]{8,17}$/;
 
 /** arn:<partition>:kafka:<region>:<account>:cluster/<name>/<uuid> */
 const MSK_CLUSTER_ARN = /^arn:aws[a-z-]*:kafka:[a-z0-9-]+:\d{12}:cluster\/[A-Za-z0-9-]+\/[A-Za-z0-9-]+$/;
+/** An IAM role or user: arn:<partition>:iam::<account>:role/<path/name> or :user/<path/name>. */
+const IAM_PRINCIPAL_ARN = /^arn:aws[a-z-]*:iam::\d{12}:(role|user)\/[\w+=,.@/-]{1,512}$/;
 /** Lambda: 1-200 characters of [a-zA-Z0-9-/*:_+=.@-]. */
 const CONSUMER_GROUP_ID = /^[a-zA-Z0-9\-/*:_+=.@]{1,200}$/;
 
@@ -350,6 +354,12 @@ const stageSchema = z
         /** The reaper starts no batch this close to its deadline. */
         safetyMarginSeconds: int(1, 300).default(10),
         batchSize: int(1, 100_000).default(1_000),
+        /**
+         * A consumer role's transaction running longer than this is ended by the reaper
+         * (docs/reaper.md, "Sessions past the bound"): above every consumer function's
+         * timeout, checked at synth. Default: Lambda's longest invocation.
+         */
+        consumerSessionBoundSeconds: int(60, 24 * 3600).default(DEFAULTS.consumerSessionBoundSeconds),
       })
       .prefault({}),
     relay: z
@@ -390,8 +400,31 @@ const stageSchema = z
         tracing: tracingStage,
       })
       .prefault({}),
-    /** On-failure bucket (records the ESM gave up on): how long objects are kept. */
+    /** On-failure bucket (records the ESM gave up on): how long objects are kept, and their overwritten versions. */
     failedRecordsRetentionDays: int(1, 3650).default(30),
+    /**
+     * The people who operate the stage (docs/ops.md, "Who did it"): each may call the ops
+     * function's URL as their IAM principal, and connect to the database as their own role,
+     * `inbox_ops_<name>` (IAM authentication), which the migration step provisions.
+     */
+    operators: z
+      .array(
+        z.strictObject({
+          name: z.string().regex(OPERATOR_NAME, 'must be 1-40 of a-z, 0-9 and _, starting with a letter'),
+          /** The IAM role (or user) they sign in as, in the stage's account. */
+          principalArn: z
+            .string()
+            .regex(IAM_PRINCIPAL_ARN, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)'),
+        }),
+      )
+      .default([])
+      .superRefine((operators, ctx) => {
+        const seen = new Set<string>();
+        operators.forEach((o, i) => {
+          if (seen.has(o.name)) ctx.addIssue({ code: 'custom', path: [i, 'name'], message: `operator "${o.name}" is named twice` });
+          seen.add(o.name);
+        });
+      }),
     alarms: z
       .object({
         /** Subscribed to the alarm topic (email confirmation needed). */
@@ -558,6 +591,7 @@ export function parseStageConfig(
     if (consumer !== undefined) consumers.push(consumer);
   }
   if (consumers.length === 0) problems.push(`stages.${stage}.consumers: every consumer is disabled; nothing to deploy`);
+  problems.push(...sessionBoundProblems(stage, consumers, rest));
   problems.push(...stackSizeProblems(stage, consumers, rest.maxConsumersPerStack));
   problems.push(...concurrencyProblems(stage, consumers, rest.quotas));
   problems.push(...pollerGroupProblems(stage, consumers));
@@ -606,6 +640,15 @@ function runnerTimingProblems(stage: string, rest: StageRest): string[] {
     );
   }
   return problems;
+}
+
+/** The reaper ends consumer roles' transactions past its bound: no consumer function may legitimately run that long. */
+function sessionBoundProblems(stage: string, consumers: ConsumerStageConfig[], rest: StageRest): string[] {
+  const bound = rest.reaper.consumerSessionBoundSeconds;
+  const longest = Math.max(rest.relay.timeoutSeconds, ...consumers.flatMap((c) => [c.ingestTimeoutSeconds, c.workerTimeoutSeconds]));
+  return bound > longest
+    ? []
+    : [`stages.${stage}.reaper.consumerSessionBoundSeconds: must exceed every consumer function's timeout (the longest is ${longest} s)`];
 }
 
 /** What every consumer's config is checked against; seenGroups collects the consumer groups taken so far. */

@@ -9,12 +9,13 @@
  * owner (what `npm start -- --keep` prints, or your server): the role's URL is derived from it.
  *
  * Prints the handler's result as JSON on stdout and the function's log lines on stderr.
- * Exit codes: 0 the handler returned, 1 it threw (or the database was unreachable), 2 the
- * command line was wrong.
+ * Exit codes: 0 the handler returned (ops: and answered 200), 1 it threw (or the database
+ * was unreachable, or ops refused the command), 2 the command line was wrong.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
+import { userInfo } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
@@ -23,6 +24,7 @@ import { emitsEvents } from '../functions/framework/types';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../functions/lib/database-roles';
 import type { Sql } from '../functions/lib/db';
 import { prepareRoleLogins, roleUrl } from '../tools/database-roles';
+import { functionUrlRequest } from '../tools/function-url-events';
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const FUNCTIONS = ['ingest', 'worker', 'reaper', 'relay', 'ops'] as const;
@@ -35,7 +37,8 @@ const USAGE = `usage: npm run invoke -- <${FUNCTIONS.join('|')}> [consumer] [--e
   worker <consumer>                      a scheduled run: {"source":"schedule"} unless --event
   relay <consumer>                       a scheduled run (set KAFKA_BROKERS and AWS_REGION with --env)
   reaper                                 a scheduled run
-  ops --event command.json               an ops command, e.g. {"command":"stats"}
+  ops --event command.json               an ops command, e.g. {"command":"stats"}, through the function's URL
+                                         as a local operator ("apply": true to act: a dry run otherwise)
 
 DATABASE_URL: the local database's owner (npm start -- --keep prints it).
 --event -: read the event from stdin.`;
@@ -102,7 +105,26 @@ async function parse(argv: string[]): Promise<Invocation> {
     if (at <= 0) throw new UsageError(`--env ${pair}: write NAME=VALUE`);
     env[pair.slice(0, at)] = pair.slice(at + 1);
   }
-  return { fn, consumer, role: roleOf(fn, consumer), event: await readEvent(values.event, fn), env };
+  const event = await readEvent(values.event, fn);
+  if (fn !== 'ops') return { fn, consumer, role: roleOf(fn, consumer), event, env };
+  // Operators call the ops function through its URL, as their IAM identity (docs/ops.md): a local one here.
+  return {
+    fn,
+    consumer,
+    role: roleOf(fn, consumer),
+    event: functionUrlRequest(event, LOCAL_OPERATOR),
+    env: { OPERATOR_PRINCIPALS: JSON.stringify([LOCAL_OPERATOR]), ...env },
+  };
+}
+
+/** The identity `npm run invoke -- ops` calls the ops function's URL with. */
+const LOCAL_OPERATOR = `arn:aws:iam::000000000000:user/local-${userInfo().username.replace(/[^\w+=,.@-]/g, '-')}`;
+
+/** The ops function's answer through its URL: the response body, and whether it said 200. */
+function unwrapUrlResponse(result: unknown): { ok: boolean; body: unknown } {
+  const r = result as { statusCode?: number; body?: string } | undefined;
+  if (typeof r?.statusCode !== 'number') return { ok: true, body: result };
+  return { ok: r.statusCode === 200, body: JSON.parse(r.body ?? 'null') as unknown };
 }
 
 /** The role's URL, its local password set first (the server's roles are the owner's to manage). */
@@ -179,8 +201,10 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const { code, result } = await runHandler(inv, databaseUrl);
-  if (code === 0) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  return code === 0 ? 0 : 1;
+  if (code !== 0) return 1;
+  const { ok, body } = unwrapUrlResponse(result);
+  process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);
+  return ok ? 0 : 1;
 }
 
 process.exitCode = await main(process.argv.slice(2));

@@ -1,9 +1,10 @@
 /**
  * `npm run migrate`: apply pending migrations to DATABASE_URL, then provision the declared
- * consumers' roles. A database a later release migrated is left as it is (exit 0).
+ * consumers' roles and the operators' named in OPERATORS. A database a later release migrated is left as it is (exit 0).
  */
 import { CONSUMERS } from '../functions/consumers/index';
 import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
+import { provisionOperatorRoles } from '../functions/inbox/operator-roles';
 import { parseConfig } from '../functions/lib/config';
 import { createSql } from '../functions/lib/db';
 import { migrate } from '../functions/lib/migrate';
@@ -17,6 +18,12 @@ try {
   if (result.newer.length === 0) {
     const roles = await provisionConsumerRoles(sql, CONSUMERS);
     console.log(`consumer roles: ${roles.roles.join(', ')}${roles.retired.length > 0 ? `; retired ${roles.retired.join(', ')}` : ''}`);
+    const operators = await provisionOperatorRoles(sql, config.operators);
+    if (operators.roles.length + operators.retired.length > 0) {
+      console.log(
+        `operator roles: ${operators.roles.join(', ')}${operators.retired.length > 0 ? `; retired ${operators.retired.join(', ')}` : ''}`,
+      );
+    }
   }
 } catch (error) {
   console.error(error instanceof Error ? error.message : error);

@@ -156,7 +156,9 @@ export function tracingEnvironment(tracing: TracingStage): Record<string, string
     OTEL_EXPORTER_OTLP_ENDPOINT: tracing.exporter === 'otlp' ? tracing.endpoint : 'http://localhost:4318',
     OTEL_TRACES_SAMPLER: tracing.sampler,
     ...(tracing.samplerArg !== undefined ? { OTEL_TRACES_SAMPLER_ARG: String(tracing.samplerArg) } : {}),
-    ...(tracing.exporter === 'collector-layer' && tracing.configUri !== undefined ? { OPENTELEMETRY_COLLECTOR_CONFIG_URI: tracing.configUri } : {}),
+    ...(tracing.exporter === 'collector-layer' && tracing.configUri !== undefined
+      ? { OPENTELEMETRY_COLLECTOR_CONFIG_URI: tracing.configUri }
+      : {}),
   };
 }
 

@@ -11,6 +11,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import * as lambda from 'aws-cdk-lib/aws-lambda';
 import { ConfluentSchemaRegistry, GlueSchemaRegistry, ManagedKafkaEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
+import { FAILED_BATCH_PREFIX } from '../../functions/ops/failed-batches';
 import * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import { Construct } from 'constructs';
 import { GLUE_REGISTRY_ARN, type SchemaRegistry } from '../../functions/framework/schema-registry';
@@ -46,12 +47,22 @@ export function kafkaResourceArns(
  * (GetObject*, DeleteObject*, Abort*, List*, GetBucket*): the ingest function would be
  * able to read and delete every failed batch, which it never does. grantPut() is not it
  * either (object tagging, legal hold, retention).
+ *
+ * PutObject only under aws/lambda/, where mappings write (`aws/lambda/<mapping UUID>/…`), not
+ * under the mapping's own prefix: its UUID exists only once the mapping does, and the mapping
+ * needs the role's permissions when it is created (CloudFormation creates the mapping after
+ * the function and its role's policy; a policy naming the UUID would have to come after the
+ * mapping, and Lambda checks the role's access to the destination when the mapping is
+ * created or updated). So one consumer's ingest role could still write over another's
+ * batch: the bucket keeps every overwritten version for its retention (platform-stack.ts).
  */
 export class S3OnFailure implements lambda.IEventSourceDlq {
   constructor(private readonly bucket: s3.IBucket) {}
 
   bind(_target: lambda.IEventSourceMapping, targetHandler: lambda.IFunction): lambda.DlqDestinationConfig {
-    targetHandler.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:PutObject'], resources: [this.bucket.arnForObjects('*')] }));
+    targetHandler.addToRolePolicy(
+      new iam.PolicyStatement({ actions: ['s3:PutObject'], resources: [this.bucket.arnForObjects(`${FAILED_BATCH_PREFIX}*`)] }),
+    );
     targetHandler.addToRolePolicy(new iam.PolicyStatement({ actions: ['s3:ListBucket'], resources: [this.bucket.bucketArn] }));
     return { destination: this.bucket.bucketArn };
   }
@@ -99,8 +110,8 @@ export class KafkaIngest extends Construct {
       {
         id: 'AwsSolutions-IAM5',
         reason:
-          "s3:PutObject on the on-failure bucket's objects (bucket-arn/*), as AWS documents for the destination: the mapping writes one object per failed batch under keys it chooses.",
-        findings: [resourceFinding(this, props.failedRecords.arnForObjects('*'))],
+          "s3:PutObject on the on-failure bucket's objects under aws/lambda/, where the mapping writes one object per failed batch under keys it chooses (its UUID, partition and time).",
+        findings: [resourceFinding(this, props.failedRecords.arnForObjects(`${FAILED_BATCH_PREFIX}*`))],
       },
       ...(registry?.acknowledgements ?? []),
     ]);

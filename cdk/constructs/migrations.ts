@@ -14,6 +14,8 @@ export interface MigrationsProps {
   platform: FunctionPlatform;
   /** Everything that touches the inbox tables: created after the migrations ran. */
   executeBefore: Construct[];
+  /** The stage's operators, whose own database roles the step provisions (functions/inbox/operator-roles.ts). */
+  operators: readonly string[];
 }
 
 export class Migrations extends Construct {
@@ -31,6 +33,8 @@ export class Migrations extends Construct {
       // The one function with the master credentials: it owns the schema and creates the
       // functions' roles. Directly to the cluster, never through the proxy.
       database: { masterSecret: true },
+      // Names only: each operator's role is inbox_ops_<name>, with IAM authentication, no password.
+      environment: props.operators.length === 0 ? {} : { OPERATORS: props.operators.join(',') },
       commandHooks: {
         beforeBundling: () => [],
         beforeInstall: () => [],

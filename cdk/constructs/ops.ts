@@ -11,6 +11,12 @@
  *                      aws/lambda/, where the mappings write) and invokes the consumer's
  *                      ingest function with each batch.
  *
+ * Operators call it through its function URL (AWS_IAM auth): the resource policy lets the
+ * stage's declared operator principals alone invoke it (lambda:InvokeFunctionUrl with the
+ * condition lambda:FunctionUrlAuthType AWS_IAM, and lambda:InvokeFunction only with
+ * lambda:InvokedViaFunctionUrl), and the function takes the actor from the signed caller
+ * (functions/ops/function-url.ts). The replay schedules' role invokes it directly.
+ *
  * Nothing here grows with the consumers, so a consumer added in a consumer stack changes
  * neither this function's environment nor its policy. It finds a consumer's schedule,
  * worker and mappings in the consumer directory (SSM parameters its stack writes, under
@@ -20,10 +26,13 @@
  */
 import { ArnFormat, Duration, Stack } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';
+import * as lambda from 'aws-cdk-lib/aws-lambda';
 import type * as s3 from 'aws-cdk-lib/aws-s3';
 import { Construct } from 'constructs';
 import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
+import { FAILED_BATCH_PREFIX } from '../../functions/ops/failed-batches';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
+import type { StageConfig } from '../config';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, resourceFinding } from './nag';
 import { WORKER_SCHEDULE_PREFIX, type Schedules } from './scheduled';
@@ -41,15 +50,16 @@ export interface OpsProps {
   directoryPath: string;
   /** The ingest mappings' on-failure bucket (reingest-failed). */
   failedRecords: s3.IBucket;
+  /** The stage's operators: their principals alone may call the function URL. */
+  operators: StageConfig['operators'];
 }
-
-/** Where Lambda writes the batches a mapping gave up on: `aws/lambda/<mapping UUID>/…`. */
-const FAILED_BATCH_PREFIX = 'aws/lambda/';
 
 const SCHEDULER = 'scheduler.amazonaws.com';
 
 export class Ops extends Construct {
   readonly function: InboxFunction;
+  /** How operators call it: AWS_IAM auth, the stage's operator principals only. */
+  readonly url: lambda.FunctionUrl;
   /** What one-time replay schedules run as: it may invoke the ops function, nothing else. */
   readonly replayRole: iam.Role;
 
@@ -60,6 +70,10 @@ export class Ops extends Construct {
       description: 'EventBridge Scheduler: runs the one-time replay schedules of ops schedule-replay (invokes the ops function only)',
     });
     this.function = this.createFunction(props);
+    this.url = this.function.addFunctionUrl({ authType: lambda.FunctionUrlAuthType.AWS_IAM });
+    // The resource policy: each operator principal may call the URL (and invoke the function
+    // through it only); CDK writes both statements with their conditions.
+    for (const operator of props.operators) this.url.grantInvokeUrl(new iam.ArnPrincipal(operator.principalArn));
     this.grantSwitches(props);
     this.grantReplaySchedules(props);
     this.grantReingestFailed(props);
@@ -91,6 +105,9 @@ export class Ops extends Construct {
         // would be a circular reference).
         SCHEDULER_ROLE_ARN: this.replayRole.roleArn,
         FAILED_RECORDS_BUCKET: props.failedRecords.bucketName,
+        // Who the function URL serves, checked again by the function (a same-account principal
+        // whose own policy allows lambda:InvokeFunctionUrl on * needs no resource policy).
+        OPERATOR_PRINCIPALS: JSON.stringify(props.operators.map((o) => o.principalArn)),
       },
     });
     // The one-time replay schedules invoke it asynchronously.
@@ -133,7 +150,14 @@ export class Ops extends Construct {
       new iam.PolicyStatement({ actions: ['scheduler:GetSchedule', 'scheduler:UpdateSchedule'], resources: [workerSchedules] }),
     );
     // pause/resume --ingest read a mapping's state and set Enabled: the mappings its
-    // consumer stack tagged for this stage, and no other.
+    // consumer stack tagged for this stage, and no other. IAM has no condition key for what
+    // an UpdateEventSourceMapping changes (Enabled, batch size, filter, destination): the
+    // Service Authorization Reference gives the action the mapping's ARN (and its tags) and
+    // lambda:FunctionArn, the function the mapping invokes. The ingest functions have
+    // generated names in the consumer stacks, which this stack cannot list without growing
+    // with them, so the bound is the stage's tagged mappings, Get and Update only (no
+    // Create or Delete); ops sends Enabled alone (pause-switches.ts), and CloudTrail records
+    // every call (docs/ops.md, "Who did it").
     this.function.addToRolePolicy(
       new iam.PolicyStatement({
         actions: ['lambda:GetEventSourceMapping', 'lambda:UpdateEventSourceMapping'],

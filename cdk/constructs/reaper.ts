@@ -29,6 +29,7 @@ export class Reaper extends Construct {
       environment: {
         REAPER_BATCH_SIZE: String(props.reaper.batchSize),
         REAPER_SAFETY_MARGIN_MS: String(props.reaper.safetyMarginSeconds * 1000),
+        REAPER_SESSION_BOUND_SECONDS: String(props.reaper.consumerSessionBoundSeconds),
         LEASE_SECONDS: String(props.worker.leaseSeconds),
       },
     });

@@ -26,6 +26,7 @@ import { OverviewDashboard } from '../constructs/dashboard';
 import { Migrations } from '../constructs/migrations';
 import { InboxMetrics, type MonitoredFunction } from '../constructs/monitoring';
 import { Ops } from '../constructs/ops';
+import { OperatorAccess } from '../constructs/operators';
 import { Reaper } from '../constructs/reaper';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup } from '../constructs/log-retention';
 import { Schedules } from '../constructs/scheduled';
@@ -60,6 +61,7 @@ export class PlatformStack extends Stack {
     this.reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules: this.schedules });
     // The outbox relays are per emitting consumer, in its consumer stack (consumer-stack.ts).
     this.ops = this.createOps(config, platform, stageId);
+    new OperatorAccess(this, 'Operators', { operators: config.operators, connection: platform.database.connection });
     this.addMigrations(config, platform);
 
     this.alarmTopic = this.createAlarmTopic(config);
@@ -84,8 +86,17 @@ export class PlatformStack extends Stack {
       enforceSSL: true,
       blockPublicAccess: s3.BlockPublicAccess.BLOCK_ALL,
       objectOwnership: s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-      versioned: false,
-      lifecycleRules: [{ expiration: Duration.days(config.failedRecordsRetentionDays) }],
+      // Versioned: a mapping's batch is the only copy of the records it gave up on, and every
+      // ingest role may write under aws/lambda/ (cdk/constructs/kafka-ingest.ts): an object
+      // overwritten keeps its earlier version for the retention.
+      versioned: true,
+      lifecycleRules: [
+        {
+          expiration: Duration.days(config.failedRecordsRetentionDays),
+          noncurrentVersionExpiration: Duration.days(config.failedRecordsRetentionDays),
+        },
+        { expiredObjectDeleteMarker: true },
+      ],
       removalPolicy: RemovalPolicy.RETAIN,
     });
     // The runbook ("ESM failed records") sends the operator here.
@@ -110,11 +121,13 @@ export class PlatformStack extends Stack {
       stageId,
       directoryPath: consumerDirectoryPath(config),
       failedRecords: this.failedRecords,
+      operators: config.operators,
     });
     // The checklist's way to run ops commands where the database is reachable only in the VPC.
-    new CfnOutput(this, 'OpsFunctionName', {
-      value: ops.function.functionName,
-      description: 'The ops function: aws lambda invoke --function-name <this> --payload \'{"command":"stats"}\'',
+    new CfnOutput(this, 'OpsFunctionName', { value: ops.function.functionName, description: 'The ops function' });
+    new CfnOutput(this, 'OpsFunctionUrl', {
+      value: ops.url.url,
+      description: 'The ops function URL (AWS_IAM): POST {"command":"stats"} signed as a declared operator (docs/ops.md)',
     });
     return ops;
   }
@@ -128,6 +141,7 @@ export class PlatformStack extends Stack {
     const migrations = new Migrations(this, 'Migrations', {
       platform,
       executeBefore: [this.reaper, this.ops],
+      operators: config.operators.map((o) => o.name),
     });
     // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
     const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');

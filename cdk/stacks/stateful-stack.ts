@@ -14,7 +14,7 @@ import * as iam from 'aws-cdk-lib/aws-iam';
 import type * as sam from 'aws-cdk-lib/aws-sam';
 import type * as secretsmanager from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { runtimeRoles } from '../../functions/lib/database-roles';
+import { operatorRole, runtimeRoles } from '../../functions/lib/database-roles';
 import { proxyMaxConnectionsPercent } from '../connection-budget';
 import { acknowledgeLogRetentionProvider, retainDefaultLogGroup, retentionDays } from '../constructs/log-retention';
 import { acknowledge } from '../constructs/nag';
@@ -206,6 +206,8 @@ export class StatefulStack extends Stack {
         description: "RDS Proxy: connects to Aurora as the inbox functions' roles (IAM authentication)",
       });
       for (const role of runtimeRoles(config.consumers)) this.cluster.grantConnect(proxyRole, role);
+      // The operators connect through it too, as their own roles (docs/ops.md, "Who did it").
+      for (const operator of config.operators) this.cluster.grantConnect(proxyRole, operatorRole(operator.name));
       const proxy = this.cluster.addProxy('Proxy', {
         defaultAuthScheme: rds.DefaultAuthScheme.IAM_AUTH,
         role: proxyRole,

@@ -6,6 +6,7 @@ import {
   defineBatchHandler,
   DEFAULT_RETENTION,
   DEFAULT_RETRY,
+  identifier,
   type ConsumerDeclaration,
   type InboxEvent,
   type TransactionSql,
@@ -17,12 +18,13 @@ export const CASE_ACCEPTED = 'regulatory.case.accepted.v1';
 export const CASE_STATUS_CHANGED = 'regulatory.case.status-changed.v1';
 
 export const caseAcceptedPayload = z.object({
-  caseId: z.string().min(1),
+  // Written into case_summary's, sla_obligation's and case_audit's keys: bounded.
+  caseId: identifier,
   acceptedAt: z.iso.datetime({ offset: true }),
 });
 
 export const caseStatusChangedPayload = z.object({
-  caseId: z.string().min(1),
+  caseId: identifier,
   newStatus: z.string().min(1),
 });
 

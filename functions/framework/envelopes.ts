@@ -14,14 +14,18 @@
  */
 import { z } from 'zod';
 import type { NormalizedEnvelope } from '../inbox/types';
+import { idBytesOver, MAX_ID_BYTES } from './identifiers';
 import type { ConsumerDeclaration, Dialect } from './types';
 
 export type { NormalizedEnvelope };
 
 export type EnvelopeResult =
   | { ok: true; envelope: NormalizedEnvelope }
-  /** `message` names field paths and rules only, never a value of the record. */
-  | { ok: false; message: string };
+  /**
+   * `message` names field paths and rules only, never a value of the record; `idTooLong`
+   * when the envelope is valid but an id is longer than MAX_ID_BYTES (./identifiers.ts).
+   */
+  | { ok: false; message: string; idTooLong?: true };
 
 /** The integer column bounds: a value outside them would fail in PostgreSQL instead of here. */
 const INT4_MAX = 2_147_483_647;
@@ -145,5 +149,16 @@ export function normalizeEnvelope(consumer: Pick<ConsumerDeclaration, 'dialect' 
   if (producer === undefined) return missing(dialect.producer);
   const aggregateType = read.aggregateType ?? defaults.aggregateType;
   if (aggregateType === undefined) return missing(dialect.aggregateType);
+  const tooLong = idsTooLong({ eventId: read.eventId, aggregateType, aggregateId: read.aggregateId });
+  if (tooLong !== null) return { ok: false, message: tooLong, idTooLong: true };
   return { ok: true, envelope: { ...read, producer, aggregateType } };
+}
+
+/** The ids that end up in unique keys, over MAX_ID_BYTES: which and how long (never their values). */
+function idsTooLong(ids: Record<'eventId' | 'aggregateType' | 'aggregateId', string>): string | null {
+  const over = Object.entries(ids).flatMap(([field, value]) => {
+    const bytes = idBytesOver(value);
+    return bytes === null ? [] : [`${field}: ${bytes} bytes, at most ${MAX_ID_BYTES}`];
+  });
+  return over.length === 0 ? null : over.join('; ');
 }

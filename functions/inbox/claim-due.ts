@@ -86,11 +86,13 @@ export function claimStatement(q: Queryable, options: ClaimOptions) {
     ${picked(q, limit, runLength)},
     ${takenIds(q)},
     ${claimed(q, owner, leaseSeconds)},
-    ${laneOutcome(q)}
+    ${laneOutcome(q, consumerName)}
     -- One row at least, so that a claim that took nothing still says how many lanes it put
-    -- right, and whether the consumer is paused.
+    -- right, and whether the consumer is paused. Joined with emptied so that it runs (a
+    -- function call, not a data-modifying WITH, which would run anyway).
     select c.*, s.n as deferred_lanes, s.paused
     from (select count(*)::int as n, ${processingPaused(q, consumerName)} as paused from set_aside) s
+    cross join emptied e
     left join claimed c on true
     order by array_position((select x.ids from taken_ids x), c.inbox_id)`;
 }
@@ -235,8 +237,11 @@ function claimed(q: Queryable, owner: string, leaseSeconds: number) {
  * What each lane looked at says from now on: deleted when its queued rows were all taken
  * or nothing is open; waiting (due_at null) with rows behind its run or in flight; due
  * when its head is, when the head backs off. Lanes cut off by the limit stay due.
+ *
+ * The deletion goes through integration.delete_claimed_lanes (migration 0200): a worker's
+ * role holds no table-level DELETE on the lanes, which would let it lock the table.
  */
-function laneOutcome(q: Queryable) {
+function laneOutcome(q: Queryable, consumerName: string) {
   return q`outcome as materialized (
       select l.lane_ctid,
              case
@@ -249,9 +254,9 @@ function laneOutcome(q: Queryable) {
       from lane_state l
       where l.pos = 1
     ),
-    emptied as (
-      delete from integration.consumer_lane l
-      where l.ctid = any(array(select o.lane_ctid from outcome o where o.action = 'delete'))
+    emptied as materialized (
+      select integration.delete_claimed_lanes(${consumerName}::text,
+               array(select o.lane_ctid from outcome o where o.action = 'delete')) as n
     ),
     set_aside as (
       update integration.consumer_lane l

@@ -51,6 +51,8 @@ export interface OperatorAuditRow {
   inbox_ids: string[];
   outcome: Record<string, unknown>;
   request_id: string | null;
+  /** The login role that wrote the row, recorded by the database (migrations/0203); null on rows older than it. */
+  session_role: string | null;
   created_at: Date;
 }
 

@@ -250,6 +250,6 @@ function envelopeOf(consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDef
     }
   }
   const result = normalizeEnvelope(consumer, parsed);
-  if (!result.ok) return fail(PoisonCodes.ENVELOPE_INVALID, result.message, raw);
+  if (!result.ok) return fail(result.idTooLong ? PoisonCodes.ID_TOO_LONG : PoisonCodes.ENVELOPE_INVALID, result.message, raw);
   return { ok: true, envelope: result.envelope, text };
 }

@@ -70,10 +70,11 @@ function asciiText(bytes: readonly unknown[]): string | null {
  * Headers as a JSON object: name → UTF-8 string, or `{ "base64": "…" }` for a value that
  * is not storable text. A name repeated in the record (Kafka allows it) maps to an array
  * of its values in order. Names come from the event's JSON; an unstorable character in a
- * name is replaced with U+FFFD.
+ * name is replaced with U+FFFD. The object has no prototype: a header named `__proto__`,
+ * `toString` or `constructor` is a name like any other, stored as sent.
  */
 export function decodeHeaders(headers: KafkaRecord['headers']): Record<string, unknown> {
-  const out: Record<string, unknown> = {};
+  const out = Object.create(null) as Record<string, unknown>;
   if (!Array.isArray(headers)) return out;
   for (const header of headers) {
     if (typeof header !== 'object' || header === null) continue;

@@ -7,6 +7,8 @@ export const PoisonCodes = {
   INVALID_JSON: 'INVALID_JSON',
   NOT_AN_OBJECT: 'NOT_AN_OBJECT',
   ENVELOPE_INVALID: 'ENVELOPE_INVALID',
+  /** An event id, aggregate type or aggregate id longer than MAX_ID_BYTES (functions/framework/identifiers.ts). */
+  ID_TOO_LONG: 'ID_TOO_LONG',
   UNSTORABLE_VALUE: 'UNSTORABLE_VALUE',
   UNSUPPORTED_SOURCE_FORMAT: 'UNSUPPORTED_SOURCE_FORMAT',
   /** JSON nested deeper than MAX_JSON_DEPTH (before anything else is judged), or a decoded value that would be. */

@@ -33,6 +33,12 @@ export const DEFAULTS = {
   leaseSeconds: 300,
   reaperBatchSize: 1_000,
   reaperSafetyMarginMs: 10_000,
+  /**
+   * A consumer role's transaction (or statement) running longer than this is ended by the
+   * reaper (docs/reaper.md, "Sessions past the bound"): Lambda's longest invocation, so above
+   * every function's timeout and statement timeouts.
+   */
+  consumerSessionBoundSeconds: 900,
   relayBatchSize: 200,
   relayRunLength: 50,
   relaySafetyMarginMs: 10_000,

@@ -56,6 +56,8 @@ export const reaperEnv = {
   REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
   /** The reaper stops starting batches this long before its invocation's deadline. */
   REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.reaperSafetyMarginMs),
+  /** A consumer role's session whose transaction is older than this is ended by the reaper. */
+  REAPER_SESSION_BOUND_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.consumerSessionBoundSeconds),
 };
 
 type IngestEnv = z.infer<z.ZodObject<typeof ingestEnv>>;
@@ -96,6 +98,8 @@ export interface WakeUpsConfig {
 export interface ReaperConfig {
   batchSize: number;
   safetyMarginMs: number;
+  /** Consumer roles' transactions older than this are ended; DEFAULTS.consumerSessionBoundSeconds when omitted. */
+  sessionBoundSeconds?: number;
 }
 
 export function ingestConfig(e: IngestEnv): IngestConfig {
@@ -136,5 +140,5 @@ export function wakeUpsConfig(e: WorkerEnv): WakeUpsConfig {
 }
 
 export function reaperConfig(e: ReaperEnv): ReaperConfig {
-  return { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS };
+  return { batchSize: e.REAPER_BATCH_SIZE, safetyMarginMs: e.REAPER_SAFETY_MARGIN_MS, sessionBoundSeconds: e.REAPER_SESSION_BOUND_SECONDS };
 }

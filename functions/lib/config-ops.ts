@@ -4,6 +4,7 @@
  * what a one-time replay schedule invokes.
  */
 import { z } from 'zod';
+import { OPERATOR_NAME } from './database-roles';
 import { jsonRecord } from './env-values';
 
 export const opsEnv = {
@@ -33,6 +34,40 @@ export const opsEnv = {
   OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
   /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
   SCHEDULER_ROLE_ARN: z.string().trim().startsWith('arn:', 'must be an IAM role ARN').optional(),
+  /** The stage's operator principals (IAM role or user ARNs), JSON: the callers the ops function URL serves. */
+  OPERATOR_PRINCIPALS: z
+    .string()
+    .trim()
+    .transform((v, ctx) => {
+      const parsed = z.array(z.string().startsWith('arn:')).safeParse(
+        (() => {
+          try {
+            return JSON.parse(v) as unknown;
+          } catch {
+            return undefined;
+          }
+        })(),
+      );
+      if (parsed.success) return parsed.data;
+      ctx.addIssue({ code: 'custom', message: 'must be a JSON array of IAM role or user ARNs' });
+      return z.NEVER;
+    })
+    .optional(),
+  /**
+   * The migration step's: the stage's operators, by name (comma-separated), whose own
+   * database roles (`inbox_ops_<name>`) it provisions (functions/inbox/operator-roles.ts).
+   */
+  OPERATORS: z
+    .string()
+    .trim()
+    .transform((v) =>
+      v
+        .split(',')
+        .map((name) => name.trim())
+        .filter((name) => name !== ''),
+    )
+    .pipe(z.array(z.string().regex(OPERATOR_NAME, 'each must be 1-40 of a-z, 0-9 and _, starting with a letter')))
+    .optional(),
 };
 
 type OpsEnv = z.infer<z.ZodObject<typeof opsEnv>>;
@@ -46,6 +81,10 @@ export interface OpsConfig {
   consumerDirectory?: string;
   /** The on-failure bucket (ops reingest-failed). */
   failedRecordsBucket?: string;
+  /** The stage's operators, whose database roles the migration step provisions. */
+  operators: string[];
+  /** The stage's operators' IAM principals, which the ops function URL serves. */
+  operatorPrincipals: string[];
 }
 
 export interface SchedulerConfig {
@@ -59,6 +98,8 @@ export function opsConfig(e: OpsEnv): OpsConfig {
   return {
     ingestMappings: e.INGEST_MAPPINGS ?? {},
     workerFunctions: e.WORKER_FUNCTIONS ?? {},
+    operators: e.OPERATORS ?? [],
+    operatorPrincipals: e.OPERATOR_PRINCIPALS ?? [],
     ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
     ...(e.FAILED_RECORDS_BUCKET !== undefined ? { failedRecordsBucket: e.FAILED_RECORDS_BUCKET } : {}),
   };

@@ -57,8 +57,8 @@ export type KindRole = (typeof DatabaseRoles)[keyof typeof DatabaseRoles];
 /** A consumer's own login role: `<kind role>_<consumer name with '-' as '_'>`. */
 export type ConsumerRole = `${typeof DatabaseRoles.ingest | typeof DatabaseRoles.worker | typeof DatabaseRoles.relay}_${string}`;
 
-/** Any role a function or a test connects as. */
-export type DatabaseRole = KindRole | ConsumerRole;
+/** Any role a function, an operator or a test connects as. */
+export type DatabaseRole = KindRole | ConsumerRole | OperatorRole;
 
 export const KIND_ROLES: readonly KindRole[] = Object.values(DatabaseRoles);
 
@@ -121,6 +121,20 @@ export function consumerRolesOf(
       groups: groupsOf(kind, c),
     })),
   );
+}
+
+/** An operator's name in the stage's config: their database role is `inbox_ops_<name>`. */
+export const OPERATOR_NAME = /^[a-z][a-z0-9_]{0,39}$/;
+
+/** A person's own database role for the ops CLI: a member of inbox_ops (migrations/0203). */
+export type OperatorRole = `${typeof DatabaseRoles.ops}_${string}`;
+
+/** The database role of the operator `name` (a-z, 0-9 and _, starting with a letter, 40 at most). */
+export function operatorRole(name: string): OperatorRole {
+  if (!OPERATOR_NAME.test(name)) {
+    throw new Error(`operator "${name}": a name is 1-40 of a-z, 0-9 and _, starting with a letter`);
+  }
+  return `${DatabaseRoles.ops}_${name}`;
 }
 
 /** Every role a function logs in as, for these consumers: the cross-consumer kinds' and each consumer's. */

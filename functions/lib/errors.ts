@@ -42,6 +42,8 @@ export const ErrorCodes = {
   DB_CONNECTION: 'DB_CONNECTION',
   DB_DATA_EXCEPTION: 'DB_DATA_EXCEPTION',
   DB_INTEGRITY_VIOLATION: 'DB_INTEGRITY_VIOLATION',
+  /** A value beyond a PostgreSQL limit (SQLSTATE class 54): an index entry too long, say. */
+  DB_LIMIT_EXCEEDED: 'DB_LIMIT_EXCEEDED',
   DB_ERROR: 'DB_ERROR',
   UNEXPECTED_ERROR: 'UNEXPECTED_ERROR',
   /** Not an error: an operator resolved a QUARANTINED row without running it (ops resolve). */
@@ -76,6 +78,9 @@ const TRANSIENT_SQLSTATE_CLASSES = new Set([
 const NON_RETRYABLE_SQLSTATE_CLASSES: Record<string, string> = {
   '22': ErrorCodes.DB_DATA_EXCEPTION,
   '23': ErrorCodes.DB_INTEGRITY_VIOLATION,
+  // program_limit_exceeded (54000: an index row over the B-tree's maximum), too many columns
+  // or arguments: the same statement on the same values fails again.
+  '54': ErrorCodes.DB_LIMIT_EXCEEDED,
 };
 
 /**

@@ -39,6 +39,8 @@ export const MetricNames = {
   StaleLeasesReleased: 'StaleLeasesReleased',
   RowsPurged: 'RowsPurged',
   PayloadsPurged: 'PayloadsPurged',
+  /** Sessions of the consumer's roles the reaper ended: a transaction past the bound (docs/reaper.md). */
+  ConsumerSessionsEnded: 'ConsumerSessionsEnded',
   // outbox relay (dimension: the emitting consumer)
   OutboxEventsPublished: 'OutboxEventsPublished',
   OutboxPublishRefused: 'OutboxPublishRefused',
@@ -72,6 +74,7 @@ export const PUBLISHED_WHEN_NOT_ZERO: ReadonlySet<MetricName> = new Set<MetricNa
   MetricNames.StaleLeasesReleased,
   MetricNames.RowsPurged,
   MetricNames.PayloadsPurged,
+  MetricNames.ConsumerSessionsEnded,
   MetricNames.OutboxPublishRefused,
   MetricNames.OutboxRowsPurged,
 ]);

@@ -4,7 +4,8 @@
  * next to this bundle. Throwing fails the trigger, and with it the deployment. The one
  * function that uses the master credentials: it creates and owns every object, and the
  * functions' roles (migrations/0045_database_roles.sql); after the files, the declared
- * consumers' own roles and their tables' grants (functions/inbox/consumer-roles.ts).
+ * consumers' own roles and their tables' grants (functions/inbox/consumer-roles.ts), and
+ * the stage's operators' roles (OPERATORS, functions/inbox/operator-roles.ts).
  *
  * During a CloudFormation rollback the trigger runs this release's function against the
  * schema a later release left: the runner finds the database ahead and changes nothing,
@@ -14,6 +15,7 @@ import type { Context } from 'aws-lambda';
 import { fileURLToPath } from 'node:url';
 import { CONSUMERS } from '../consumers/index';
 import { provisionConsumerRoles } from '../inbox/consumer-roles';
+import { provisionOperatorRoles } from '../inbox/operator-roles';
 import { loadConfig } from '../lib/config';
 import { createSql } from '../lib/db';
 import { migrate, type MigrateResult } from '../lib/migrate';
@@ -49,11 +51,14 @@ export async function handler(_event?: unknown, context?: Pick<Context, 'getRema
       return result;
     }
     const roles = await provisionConsumerRoles(sql, CONSUMERS);
+    const operators = await provisionOperatorRoles(sql, config.operators);
     logger.info('migrated', {
       applied: result.applied.length,
       alreadyApplied: result.alreadyApplied,
       consumerRoles: roles.roles.length,
       retiredRoles: roles.retired,
+      operatorRoles: operators.roles,
+      retiredOperatorRoles: operators.retired,
     });
     return result;
   } finally {

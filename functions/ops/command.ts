@@ -45,9 +45,10 @@ export interface OpsDeps {
 }
 
 /**
- * How the command was invoked: the CLI knows the OS user; the Lambda must be told the actor.
- * The source is the caller's, never the event's: only run-scheduled-replay records
- * 'schedule', and only for a replay the database holds.
+ * How the command was invoked: the CLI knows the OS user (and the database its login role);
+ * the Lambda knows the caller's IAM identity from its function URL. The source is the
+ * caller's, never the event's: only run-scheduled-replay records 'schedule', and only for a
+ * replay the database holds.
  */
 export interface Invocation {
   source: 'cli' | 'lambda';
@@ -68,6 +69,12 @@ export interface OpsCommand<S extends z.ZodType, R> {
   format(result: R): string;
   /** The CLI takes this argument as a bare word too (`poison show <id>`). */
   positional?: 'id';
+  /**
+   * How the command changes state, if it does: with `dryRun: false`, with `apply: true`, or
+   * always. The function URL runs such a command as a dry run unless the request says
+   * `apply` (./function-url.ts).
+   */
+  changes?: 'dry-run-flag' | 'apply-flag' | 'always';
 }
 
 /** Ties a command's run and format to its schema's output type. */

@@ -21,17 +21,24 @@ export const OpsErrorCodes = {
   INGEST_PAUSED: 'INGEST_PAUSED',
   /** A scheduled replay that is unknown, already ran or is not yet due: nothing was replayed. */
   REPLAY_REFUSED: 'REPLAY_REFUSED',
+  /** The function URL: a command with no dry run, sent without "apply": true. */
+  APPLY_REQUIRED: 'APPLY_REQUIRED',
+  /** The ops function invoked directly (no caller identity) with anything but a scheduled replay. */
+  FUNCTION_URL_REQUIRED: 'FUNCTION_URL_REQUIRED',
+  /** A signed caller of the function URL that is not one of the stage's operators. */
+  NOT_AN_OPERATOR: 'NOT_AN_OPERATOR',
 } as const;
 
 export type OpsErrorCode = (typeof OpsErrorCodes)[keyof typeof OpsErrorCodes];
 
 /** Codes that mean "the command line (or event) was wrong", as opposed to "the world was not as expected". */
-const USAGE_CODES: ReadonlySet<OpsErrorCode> = new Set([
+export const USAGE_ERRORS: ReadonlySet<string> = new Set<OpsErrorCode>([
   OpsErrorCodes.UNKNOWN_COMMAND,
   OpsErrorCodes.BAD_ARGUMENTS,
   OpsErrorCodes.UNKNOWN_CONSUMER,
   OpsErrorCodes.REASON_REQUIRED,
   OpsErrorCodes.ACTOR_REQUIRED,
+  OpsErrorCodes.APPLY_REQUIRED,
 ]);
 
 export class OpsError extends Error {
@@ -45,7 +52,7 @@ export class OpsError extends Error {
   }
 
   get isUsageError(): boolean {
-    return USAGE_CODES.has(this.code);
+    return USAGE_ERRORS.has(this.code);
   }
 
   toJSON(): { code: OpsErrorCode; message: string; details?: Record<string, unknown> } {

@@ -15,9 +15,12 @@ import { GetObjectCommand, ListObjectsV2Command, type S3Client } from '@aws-sdk/
 import { z } from 'zod';
 import type { KafkaBatchResponse, KafkaEvent } from '../ingest/types';
 
+/** Where Lambda writes every mapping's failed batches (the ingest roles may write here only: cdk/constructs/kafka-ingest.ts). */
+export const FAILED_BATCH_PREFIX = 'aws/lambda/';
+
 /** The prefix under which a mapping's failed batches are written. */
 export function mappingPrefix(mappingUuid: string): string {
-  return `aws/lambda/${mappingUuid}/`;
+  return `${FAILED_BATCH_PREFIX}${mappingUuid}/`;
 }
 
 export interface StoredBatch {

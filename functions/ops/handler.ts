@@ -5,8 +5,10 @@
  * unreachable, AWS API errors) are thrown: they count as function errors, which the
  * ops function's alarm watches, and a scheduled replay that failed shows there.
  *
- * Lambda cannot tell who invoked it, so commands that change state need `actor` in the
- * event; the one-time schedules of schedule-replay carry the scheduling operator's name.
+ * Operators call it through its function URL (AWS_IAM auth): the caller's IAM identity,
+ * from the request context, is the actor, and the stage's operator principals alone may
+ * call it (./function-url.ts). A direct Invoke runs only what the one-time schedules of
+ * schedule-replay send; their replay carries the scheduling operator's name.
  */
 import { LambdaClient } from '@aws-sdk/client-lambda';
 import { S3Client } from '@aws-sdk/client-s3';
@@ -17,7 +19,7 @@ import type { Context } from 'aws-lambda';
 import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
 import { connectionRetried, createObservability } from '../lib/observability';
 import { flushTraces, startTracing } from '../lib/tracing';
-import { createOpsHandler, type OpsResponse } from './run';
+import { createOpsHandler } from './run';
 
 const config = loadConfig();
 const { logger } = createObservability(config, 'ops');
@@ -28,9 +30,11 @@ const lambda = new LambdaClient({});
 const ssm = new SSMClient({});
 const s3 = new S3Client({});
 
-const run = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, s3, config }), logger);
+const run = createOpsHandler(async () => ({ sql: await getSql(config.database), scheduler, lambda, ssm, s3, config }), logger, {
+  operatorPrincipals: config.operatorPrincipals,
+});
 
-export async function handler(event: unknown, context: Context): Promise<OpsResponse> {
+export async function handler(event: unknown, context: Context): Promise<Awaited<ReturnType<typeof run>>> {
   // No client (no token could be signed): the command's own run reports it, as any failure.
   const sql = await getSql(config.database).catch(() => undefined);
   if (sql === undefined) return run(event, context);

@@ -85,10 +85,12 @@ export function claimOutboxStatement(q: Queryable, options: OutboxClaimOptions) 
     ${claimedRows(q, owner)},
     ${lockedRuns(q, owner, leaseSeconds)},
     ${corrected(q)},
-    ${emptied(q)}
-    -- One row even when nothing was claimed, to carry the corrected lanes' count.
+    ${emptied(q, options.consumerName)}
+    -- One row even when nothing was claimed, to carry the corrected lanes' count; joined
+    -- with emptied so that it runs (a function call, not a data-modifying WITH).
     select c.*, d.deferred_lanes
     from (select count(*)::int as deferred_lanes from corrected) d
+    cross join emptied e
     left join claimed c on true
     order by c.lane_no, c.pos`;
 }
@@ -226,12 +228,14 @@ function corrected(q: Queryable) {
     )`;
 }
 
-/** Lanes with nothing unpublished left: deleted. */
-function emptied(q: Queryable) {
-  return q`emptied as (
-      delete from integration.outbox_lane l
-      where l.ctid = any(array(
-          select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no)))
+/**
+ * Lanes with nothing unpublished left: deleted, through integration.delete_claimed_outbox_lanes
+ * (migration 0200): a relay's role holds no table-level DELETE, which would let it lock the table.
+ */
+function emptied(q: Queryable, consumerName: string | undefined) {
+  return q`emptied as materialized (
+      select integration.delete_claimed_outbox_lanes(${consumerName ?? null}::text, array(
+          select g.lane_ctid from lanes g where not exists (select 1 from lane_view v where v.lane_no = g.lane_no))) as n
     )`;
 }
 

@@ -9,14 +9,8 @@
 import type { Queryable } from '../lib/db';
 
 export async function deletePublishedOutbox(q: Queryable, consumerName: string, days: number, limit: number): Promise<number> {
-  const result = await q`
-    delete from integration.outbox o
-    where o.outbox_seq = any(array(
-        select p.outbox_seq
-        from integration.outbox p
-        where p.consumer_name = ${consumerName}
-          and p.published_at < now() - make_interval(days => ${days})
-        order by p.published_at
-        limit ${limit}))`;
-  return result.count;
+  // Through integration.delete_published_outbox (migration 0200): a relay's role holds no
+  // table-level DELETE on the outbox, which would let it lock the table.
+  const [row] = await q<{ n: number }[]>`select integration.delete_published_outbox(${consumerName}, ${days}, ${limit}) as n`;
+  return row!.n;
 }

@@ -5,7 +5,7 @@
  * published and whether the claim saw more; what was emitted while it held the lane, the
  * outbox's lane trigger marked by setting due_at, which UPDATE reads from the lane's latest
  * version, so the lane is due by the earlier of the two and a lane with new rows is never
- * deleted (the DELETE re-checks due_at on the latest version too). Fenced on the owner: a
+ * deleted (the delete re-checks due_at on the latest version too). Fenced on the owner: a
  * lane taken over after this relay's lease expired is left alone.
  */
 import type { Queryable } from '../lib/db';
@@ -42,13 +42,8 @@ export async function releaseOutboxLanes(q: Queryable, owner: string, lanes: rea
         and l.aggregate_type = v.aggregate_type
         and l.aggregate_id = v.aggregate_id
         and l.locked_by = ${owner}`,
-    q`
-      delete from integration.outbox_lane l
-      using unnest(${consumers}::text[], ${types}::text[], ${ids}::text[]) as v(consumer_name, aggregate_type, aggregate_id)
-      where l.consumer_name = v.consumer_name
-        and l.aggregate_type = v.aggregate_type
-        and l.aggregate_id = v.aggregate_id
-        and l.locked_by is null
-        and l.due_at is null`,
+    // The lanes left idle: deleted by integration.delete_idle_outbox_lanes (migration 0200),
+    // whose DELETE re-checks locked_by and due_at on the lanes' latest versions.
+    q`select integration.delete_idle_outbox_lanes(${consumers}::text[], ${types}::text[], ${ids}::text[])`,
   ]);
 }

@@ -3,6 +3,8 @@
  * the local simulator and the tests all call runOnce; it holds no SQL (functions/inbox/).
  *
  * Order of work, most urgent first, so that a short invocation still does what matters:
+ *   0. end the consumer roles' sessions whose transaction runs past the bound (they may hold
+ *      the locks the rest of the run, and every consumer's functions, would wait for);
  *   1. release expired leases (a crashed worker's rows come back without an operator);
  *      then repair lanes a writer left inconsistent (rarely any);
  *   2. read the backlog gauges (one cheap statement; alarms depend on them every minute);
@@ -18,7 +20,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { measure, type GaugePublisher } from '../lib/observability';
-import { ConfigError, type Config } from '../lib/config';
+import { ConfigError, DEFAULTS, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
 import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../framework/types';
@@ -27,6 +29,7 @@ import { deleteExpiredKeys, deletePoison, retireFinished } from '../inbox/purge'
 import { adoptOrphans } from '../inbox/adopt-orphans';
 import { releaseStaleHolds, wakeStrandedLanes } from '../inbox/lanes';
 import { releaseExpired } from '../inbox/release-expired';
+import { endOverrunningSessions } from '../inbox/overrunning-sessions';
 
 export type ReaperLogger = Pick<Logger, 'info' | 'warn'>;
 
@@ -51,6 +54,8 @@ export interface ConsumerReport {
   /** Dedupe keys forgotten: deleted at the end of their window, or never kept (a row that left after it). */
   rowsDeleted: number;
   poisonDeleted: number;
+  /** Sessions of the consumer's roles ended for a transaction past the bound. */
+  sessionsEnded: number;
   /** Null when the run had no time left to read them. */
   gauges: ConsumerGauges | null;
 }
@@ -62,6 +67,8 @@ export interface ReaperResult {
   purged: number;
   /** Finished rows that left the inbox (payload gone, key kept until the window ends). */
   payloadsPurged: number;
+  /** Sessions of consumers' roles ended for a transaction past the bound (all consumers). */
+  sessionsEnded: number;
   /** False when the deadline stopped the run with work left over. */
   complete: boolean;
   consumers: ConsumerReport[];
@@ -101,7 +108,7 @@ function assertRetention(consumer: ConsumerDeclaration): RetentionPolicy {
 }
 
 function emptyReport(consumerName: string): ConsumerReport {
-  return { consumerName, released: 0, quarantined: 0, payloadsPurged: 0, rowsDeleted: 0, poisonDeleted: 0, gauges: null };
+  return { consumerName, released: 0, quarantined: 0, payloadsPurged: 0, rowsDeleted: 0, poisonDeleted: 0, sessionsEnded: 0, gauges: null };
 }
 
 function publish(metrics: GaugePublisher, report: ConsumerReport): void {
@@ -110,6 +117,7 @@ function publish(metrics: GaugePublisher, report: ConsumerReport): void {
     measure(metrics, MetricNames.StaleLeasesReleased, MetricUnit.Count, report.released + report.quarantined),
     measure(metrics, MetricNames.RowsPurged, MetricUnit.Count, report.rowsDeleted + report.poisonDeleted),
     measure(metrics, MetricNames.PayloadsPurged, MetricUnit.Count, report.payloadsPurged),
+    measure(metrics, MetricNames.ConsumerSessionsEnded, MetricUnit.Count, report.sessionsEnded),
   ];
   if (report.gauges !== null) {
     added.push(
@@ -166,6 +174,7 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     quarantined: sum(reports, (r) => r.quarantined),
     purged: sum(reports, (r) => r.rowsDeleted + r.poisonDeleted),
     payloadsPurged: sum(reports, (r) => r.payloadsPurged),
+    sessionsEnded: sum(reports, (r) => r.sessionsEnded),
     complete,
     consumers: reports,
   };
@@ -174,9 +183,36 @@ export async function runOnce(deps: ReaperDeps): Promise<ReaperResult> {
     quarantined: result.quarantined,
     purged: result.purged,
     payloadsPurged: result.payloadsPurged,
+    sessionsEnded: result.sessionsEnded,
     complete,
   });
   return result;
+}
+
+/**
+ * Sessions of consumers' roles whose transaction began more than the bound ago, ended: a
+ * warning each (what went wrong, identifiers only) and a count per consumer. A retired
+ * consumer's role is reported under its consumer's name too.
+ */
+async function endSessionsPastBound(run: Run): Promise<boolean> {
+  const { sql, config, logger } = run.deps;
+  if (!run.hasTime()) return false;
+  const boundSeconds = config.reaper.sessionBoundSeconds ?? DEFAULTS.consumerSessionBoundSeconds;
+  for (const session of await endOverrunningSessions(sql, boundSeconds)) {
+    let report = run.reports.find((r) => r.consumerName === session.consumer_name);
+    if (report === undefined) run.reports.push((report = emptyReport(session.consumer_name)));
+    if (session.ended) report.sessionsEnded += 1;
+    logger.warn('consumer session past the bound: ended', {
+      consumerName: session.consumer_name,
+      role: session.role_name,
+      pid: session.pid,
+      state: session.state,
+      transactionSeconds: Math.round(session.transaction_seconds),
+      boundSeconds,
+      ended: session.ended,
+    });
+  }
+  return true;
 }
 
 /** Expired leases back to RETRY_PENDING, or QUARANTINED at the attempt limit. */
@@ -271,7 +307,7 @@ async function applyRetention(run: Run): Promise<boolean> {
   return drainRoundRobin(queues, run.batchSize, run.hasTime);
 }
 
-const STEPS: readonly Step[] = [releaseExpiredLeases, repairLanes, readConsumerGauges, applyRetention];
+const STEPS: readonly Step[] = [endSessionsPastBound, releaseExpiredLeases, repairLanes, readConsumerGauges, applyRetention];
 
 function sum(reports: ConsumerReport[], f: (r: ConsumerReport) => number): number {
   return reports.reduce((total, r) => total + f(r), 0);

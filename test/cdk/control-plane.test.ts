@@ -418,3 +418,95 @@ describe('the relay lease', () => {
     );
   });
 });
+
+describe('an operator with a name', () => {
+  const OPERATORS = [
+    { name: 'alice', principalArn: 'arn:aws:iam::123456789012:role/ops/InboxOperatorAlice' },
+    { name: 'bob', principalArn: 'arn:aws:iam::123456789012:user/bob' },
+  ];
+  let named: Synthesized;
+  beforeAll(() => {
+    named = synthesize({ bundle: false, overrides: { operators: OPERATORS } });
+  });
+  const opsId = (t: Template) => functionsBy(t, /^Kafka inbox operator commands/)[0]![0];
+
+  it('gives the ops function a URL with AWS_IAM auth, and outputs it', () => {
+    const urls = resources(named.platform, 'AWS::Lambda::Url');
+    expect(urls.map(([, u]) => u.Properties)).toEqual([
+      { AuthType: 'AWS_IAM', TargetFunctionArn: { 'Fn::GetAtt': [opsId(named.platform), 'Arn'] } },
+    ]);
+    named.platform.hasOutput('OpsFunctionUrl', { Value: { 'Fn::GetAtt': [urls[0]![0], 'FunctionUrl'] } });
+  });
+
+  it('lets the declared operators alone call it: InvokeFunctionUrl with AWS_IAM auth, InvokeFunction only through the URL', () => {
+    const permissions = resources(named.platform, 'AWS::Lambda::Permission')
+      .map(([, p]) => p.Properties)
+      .filter((p) => JSON.stringify(p.FunctionName).includes(opsId(named.platform)));
+
+    expect(permissions.map(({ FunctionName: _f, ...p }) => p).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual(
+      OPERATORS.flatMap((o) => [
+        { Action: 'lambda:InvokeFunction', InvokedViaFunctionUrl: true, Principal: o.principalArn },
+        { Action: 'lambda:InvokeFunctionUrl', FunctionUrlAuthType: 'AWS_IAM', Principal: o.principalArn },
+      ]).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b))),
+    );
+    // The function checks the caller against the same principals.
+    const env = functionsBy(named.platform, /^Kafka inbox operator commands/)[0]![1].Properties.Environment.Variables;
+    expect(JSON.parse(env.OPERATOR_PRINCIPALS as string)).toEqual(OPERATORS.map((o) => o.principalArn));
+  });
+
+  it('with no operators declared, lets nobody call the URL', () => {
+    const permissions = resources(s.platform, 'AWS::Lambda::Permission').filter(([, p]) =>
+      JSON.stringify(p.Properties.FunctionName).includes(opsId(s.platform)),
+    );
+    expect(permissions).toEqual([]);
+  });
+
+  it("provisions each operator's database role and lets their principal connect as it, and as nothing else", () => {
+    const migrate = functionsBy(named.platform, /^Kafka inbox: apply pending database migrations/)[0]![1];
+    expect(migrate.Properties.Environment.Variables.OPERATORS).toBe('alice,bob');
+    const connects = resources(named.platform, 'AWS::IAM::Policy')
+      .map(([, p]) => p.Properties)
+      .filter(
+        (p) =>
+          JSON.stringify(p.PolicyDocument).includes('rds-db:connect') && (p.Roles ?? p.Users).every((r: unknown) => typeof r === 'string'),
+      );
+    expect(
+      connects.map((p) => ({
+        attached: p.Roles ?? p.Users,
+        actions: p.PolicyDocument.Statement.map((st: PolicyStatement) => st.Action),
+        user: JSON.stringify(p.PolicyDocument.Statement[0].Resource).match(/\/(inbox_[a-z_]+)"/)![1],
+      })),
+    ).toEqual([
+      { attached: ['InboxOperatorAlice'], actions: ['rds-db:connect'], user: 'inbox_ops_alice' },
+      { attached: ['bob'], actions: ['rds-db:connect'], user: 'inbox_ops_bob' },
+    ]);
+  });
+
+  it('refuses an operator named twice, or a principal that is not an IAM role or user', () => {
+    expect(() => synthesize({ bundle: false, overrides: { operators: [OPERATORS[0], { ...OPERATORS[1], name: 'alice' }] } })).toThrow(
+      /operators\.1\.name: operator "alice" is named twice/,
+    );
+    expect(() =>
+      synthesize({
+        bundle: false,
+        overrides: { operators: [{ name: 'eve', principalArn: 'arn:aws:sts::123456789012:assumed-role/X/eve' }] },
+      }),
+    ).toThrow(/operators\.0\.principalArn: must be an IAM role or user ARN/);
+  });
+
+  it('passes cdk-nag AwsSolutions with operators declared', () => {
+    expect(unacknowledgedNagErrors(named.app)).toEqual([]);
+  });
+});
+
+describe('the on-failure bucket', () => {
+  it('keeps every version for the retention: an ingest role that writes over a batch cannot erase it', () => {
+    const [[, bucket]] = resources(s.platform, 'AWS::S3::Bucket') as [[string, Resource]];
+    const days = s.config.failedRecordsRetentionDays;
+    expect(bucket.Properties.VersioningConfiguration).toEqual({ Status: 'Enabled' });
+    expect(bucket.Properties.LifecycleConfiguration.Rules).toEqual([
+      { ExpirationInDays: days, NoncurrentVersionExpiration: { NoncurrentDays: days }, Status: 'Enabled' },
+      { ExpiredObjectDeleteMarker: true, Status: 'Enabled' },
+    ]);
+  });
+});

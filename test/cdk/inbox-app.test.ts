@@ -165,6 +165,8 @@ describe('schedules', () => {
     const margin = Number(reaper!.Properties!.Environment.Variables.REAPER_SAFETY_MARGIN_MS) / 1000;
     expect(margin).toBeGreaterThan(0);
     expect(reaper!.Properties!.Timeout).toBeGreaterThan(margin);
+    // Consumer roles' sessions past this are ended: above every function's timeout, by default Lambda's longest.
+    expect(reaper!.Properties!.Environment.Variables.REAPER_SESSION_BOUND_SECONDS).toBe('900');
   });
 
   it('gives each worker a timeout that ends well inside its lease', () => {
@@ -460,7 +462,8 @@ describe('database access in IAM', () => {
         continue;
       }
       expect(s3.map((st) => ({ actions: actionsOf(st), resource: st.Resource }))).toEqual([
-        { actions: ['s3:PutObject'], resource: { 'Fn::Join': ['', [bucketArn, '/*']] } },
+        // Under the mappings' prefix only; the mapping's own (its UUID) cannot be named (kafka-ingest.ts).
+        { actions: ['s3:PutObject'], resource: { 'Fn::Join': ['', [bucketArn, '/aws/lambda/*']] } },
         { actions: ['s3:ListBucket'], resource: bucketArn },
       ]);
     }

@@ -115,6 +115,8 @@ describe('the dev stage of three consumers, split', () => {
           'alarmTopicArn',
         ].map((k) => `platform: AWS::SSM::Parameter Parameter${k}`),
         'platform: AWS::Lambda::Version MigrationsFunctionCurrentVersion…',
+        // Added since: the operators' way in (docs/ops.md, "Who did it").
+        'platform: AWS::Lambda::Url OpsFunctionFunctionUrl',
         ...['CaseProjection', 'CaseSla', 'NotificationService'].flatMap((c) => [
           `main: AWS::SSM::Parameter ${c}DirectoryEntry`,
           `main: AWS::Lambda::EventSourceMapping ${c}IngestFunctionKafkaEventSource…`,

@@ -130,6 +130,16 @@ describe('stage configuration', () => {
     },
   );
 
+  it("refuses a consumer session bound the consumers' own functions could run past", () => {
+    expect(
+      configError({
+        msk: { createDevCluster: true },
+        consumerDefaults: { workerTimeoutSeconds: 200 },
+        reaper: { consumerSessionBoundSeconds: 180 },
+      }).message,
+    ).toContain("stages.test.reaper.consumerSessionBoundSeconds: must exceed every consumer function's timeout (the longest is 200 s)");
+  });
+
   it('refuses an out-of-range ESM setting', () => {
     expect(configError({ msk: { createDevCluster: true }, consumerDefaults: { maxRecordAgeSeconds: 30 } }).message).toContain(
       'stages.test.consumerDefaults.maxRecordAgeSeconds',

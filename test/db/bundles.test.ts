@@ -24,6 +24,7 @@ import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
 import { withDatabase } from '../../tools/database-url';
 import { caseAccepted } from '../../tools/case-events';
+import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../tools/function-url-events';
 import { mskEvent, mskRecord } from '../../tools/msk-events';
 import { JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../fixtures/schema-registry/events';
 import { bundledFunctions, relayWithoutBrokers, resultOf, type Bundles, type FunctionName as Fn } from '../helpers/bundles';
@@ -176,16 +177,25 @@ describe('the bundled functions', () => {
       { source_event_id: '0b9f2d7e-1c1a-4f7e-9a55-3c1d2e4f5a6b' },
     ]);
 
-    const stats = await invoke('ops', { command: 'stats', consumer: 'case-projection' }, {});
+    // Operators call ops through its function URL, signed (the caller's IAM identity is the actor).
+    const ops = async (body: Record<string, unknown>) => {
+      const response = await invoke('ops', functionUrlRequest(body, OPERATOR_SESSION), {
+        OPERATOR_PRINCIPALS: JSON.stringify([OPERATOR_ROLE]),
+      });
+      expect(response).toMatchObject({ statusCode: 200, headers: { 'content-type': 'application/json' } });
+      return JSON.parse(response.body);
+    };
+    expect(await invoke('ops', { command: 'stats' }, {})).toMatchObject({ ok: false, error: { code: 'FUNCTION_URL_REQUIRED' } });
+    const stats = await ops({ command: 'stats', consumer: 'case-projection' });
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
     expect(JSON.stringify(stats.result)).toContain('PROCESSED');
     expect(stats.result.received.rows).toEqual([{ consumer: 'case-projection', eventType: 'regulatory.case.accepted.v1', received: 2 }]);
 
-    const stored = await invoke('ops', { command: 'event', eventId: 'evt_b1' }, {});
+    const stored = await ops({ command: 'event', eventId: 'evt_b1' });
     expect(stored.result.events).toEqual([
       expect.objectContaining({ consumer: 'case-projection', status: 'PROCESSED', kafka: expect.objectContaining({ offset: 10 }) }),
     ]);
-    const poisoned = await invoke('ops', { command: 'event', topic, partition: 0, offset: 11 }, {});
+    const poisoned = await ops({ command: 'event', topic, partition: 0, offset: 11 });
     expect(poisoned.result).toMatchObject({ events: [], poison: [{ consumer_name: 'case-projection', error_code: 'INVALID_JSON' }] });
   });
 

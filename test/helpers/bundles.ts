@@ -8,16 +8,18 @@
  * above the folder it is written to, so write it inside the tree it was built from.
  */
 import { execFile } from 'node:child_process';
-import { cp, mkdir } from 'node:fs/promises';
+import { cp, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { bundleFunction, FUNCTIONS, type FunctionName } from '../../tools/bundle';
+import { freePort } from '../../tools/embedded-postgres';
 
 export { FUNCTIONS, type FunctionName };
 
 const run = promisify(execFile);
-const INVOKE = fileURLToPath(new URL('../../tools/invoke-handler.mjs', import.meta.url));
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const INVOKE = join(ROOT, 'tools', 'invoke-handler.mjs');
 
 /** Where the bundle of `fn` is written under `outDir`. */
 export const bundleOf = (outDir: string, fn: FunctionName): string => join(outDir, fn, 'index.mjs');
@@ -71,4 +73,55 @@ export function resultOf(output: BundleOutput): unknown {
   const line = output.stdout.split('\n').find((l) => l.startsWith('RESULT '));
   if (line === undefined) throw new Error(`no RESULT line in the invocation's output:\n${output.stdout}\n${output.stderr}`);
   return JSON.parse(line.slice('RESULT '.length)) as unknown;
+}
+
+/** This checkout's functions, bundled into a folder of their own, to invoke and then remove. */
+export interface Bundles {
+  /** Invoke `fn` in its own process: its output (JSON log lines, the result line). */
+  invokeOutput(fn: FunctionName, event: unknown, env: Record<string, string>): Promise<BundleOutput>;
+  /** Invoke `fn` in its own process: its result. */
+  invoke(fn: FunctionName, event: unknown, env: Record<string, string>): Promise<unknown>;
+  /** Where the bundle of `fn` is. */
+  file(fn: FunctionName): string;
+  remove(): Promise<void>;
+}
+
+/**
+ * Bundle every function of this checkout into `.tmp/<name>-<pid>` (inside the project, so
+ * that the external @aws-sdk/* resolve from node_modules as the runtime's own copies would).
+ * Invocations log at ERROR and publish no metrics unless `env` says otherwise.
+ */
+export async function bundledFunctions(name: string, options: { sourcemap?: readonly FunctionName[] } = {}): Promise<Bundles> {
+  const outDir = join(ROOT, '.tmp', `${name}-${process.pid}`);
+  await buildBundles(ROOT, outDir, options);
+  const invokeOutput = (fn: FunctionName, event: unknown, env: Record<string, string>) =>
+    invokeBundle(
+      bundleOf(outDir, fn),
+      event,
+      { LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
+      { requestId: `req-${fn}`, cwd: ROOT },
+    );
+  return {
+    invokeOutput,
+    invoke: async (fn, event, env) => resultOf(await invokeOutput(fn, event, env)),
+    file: (fn) => bundleOf(outDir, fn),
+    remove: () => rm(outDir, { recursive: true, force: true }),
+  };
+}
+
+/**
+ * The relay's environment with brokers nobody answers at: it claims, fails to send, and keeps
+ * the rows for its next run, quickly (the fewest retries the client takes, short timeouts).
+ */
+export async function relayWithoutBrokers(): Promise<Record<string, string>> {
+  return {
+    KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
+    AWS_REGION: 'eu-west-1',
+    // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
+    AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
+    KAFKA_RETRIES: '2',
+    KAFKA_CONNECTION_TIMEOUT_MS: '300',
+    RELAY_SAFETY_MARGIN_MS: '1000',
+  };
 }

@@ -33,6 +33,8 @@ describe('classifyError', () => {
     ['22003', ErrorCodes.DB_DATA_EXCEPTION],
     ['23505', ErrorCodes.DB_INTEGRITY_VIOLATION],
     ['23503', ErrorCodes.DB_INTEGRITY_VIOLATION],
+    // An index entry over the B-tree's limit: the same values fail the same way every time.
+    ['54000', ErrorCodes.DB_LIMIT_EXCEEDED],
   ])('treats SQLSTATE %s as non-retryable with code %s', (code, expected) => {
     expect(classifyError(pgError(code))).toMatchObject({ retryable: false, code: expected, sqlState: code });
   });

@@ -34,6 +34,8 @@ export const audit = defineCommand({
       ['at', get('created_at')],
       ['action', (x) => (x.dry_run ? `${x.action} (dry run)` : x.action)],
       ['actor', get('actor')],
+      // Who the database says wrote it (migrations/0203): the login role, not the name given.
+      ['as role', (x) => x.session_role ?? ''],
       ['source', get('source')],
       ['consumers', (x) => x.consumer_names.join(', ')],
       ['count', get('affected_count')],

@@ -95,6 +95,7 @@ export const poisonReingest = defineCommand({
   schema: z.strictObject({ ...caller, id: poisonId, reason: reasonText.optional(), dryRun: flag }),
   positional: 'id',
 
+  changes: 'dry-run-flag',
   async run(deps, args, inv): Promise<DryRun | Done> {
     const actor = args.dryRun ? (args.actor ?? inv.defaultActor ?? null) : actorOf(args, inv);
     return deps.sql.begin(async (tx): Promise<DryRun | Done> => {

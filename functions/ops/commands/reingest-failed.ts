@@ -95,6 +95,7 @@ export const reingestFailed = defineCommand({
     reason: reasonText.optional(),
   }),
 
+  changes: 'apply-flag',
   async run(deps, args, inv): Promise<ReingestFailedResult> {
     const consumer = knownConsumer(deps, args.consumer).name;
     const dryRun = !args.apply;

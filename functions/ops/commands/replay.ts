@@ -11,6 +11,7 @@ export const replay = defineCommand({
       --from/--to bound quarantined_at; recorded in the operator audit (ops audit), dry runs too`,
   schema: actionSchema,
 
+  changes: 'dry-run-flag',
   async run(deps, args, inv): Promise<DryRunResult<'wouldReplay'> | DoneResult<'replayed'>> {
     if (args.dryRun) {
       const preview = await dryRunOn(deps, 'replay', args, inv);

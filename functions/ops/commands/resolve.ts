@@ -10,6 +10,7 @@ export const resolve = defineCommand({
       QUARANTINED → IGNORED without running it (error code OPERATOR_RESOLVED); same selection as replay; audited`,
   schema: actionSchema,
 
+  changes: 'dry-run-flag',
   async run(deps, args, inv): Promise<DryRunResult<'wouldResolve'> | DoneResult<'resolved'>> {
     if (args.dryRun) {
       const preview = await dryRunOn(deps, 'resolve', args, inv);

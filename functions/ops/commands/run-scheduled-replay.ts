@@ -23,6 +23,7 @@ export const runScheduledReplayCommand = defineCommand({
       run a replay recorded by schedule-replay, once (what its schedule invokes)`,
   schema: z.strictObject({ replayId: z.uuid({ message: 'must be a scheduled replay id (uuid)' }) }),
 
+  changes: 'always',
   async run(deps, args, inv) {
     const outcome = await runScheduledReplay(deps.sql, {
       replayId: args.replayId,

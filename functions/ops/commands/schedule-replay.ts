@@ -152,6 +152,7 @@ export const scheduleReplay = defineCommand({
     })
     .superRefine(checkSelection),
 
+  changes: 'always',
   async run(deps, args, inv) {
     const { schedulerRoleArn, groupName } = deps.config.scheduler;
     // In AWS the ops function targets itself (its ARN comes from the invocation context: an

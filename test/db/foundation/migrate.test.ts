@@ -302,7 +302,8 @@ describe('npm run migrate, as a process', () => {
     try {
       await migrate(db.sql, await loadMigrations(MIGRATIONS_DIR));
       const later = await folderWith({ '9001_later_release.sql': 'create table public.later_release (id int);' });
-      for (const file of await readdir(MIGRATIONS_DIR)) await copyFile(join(MIGRATIONS_DIR, file), join(later, file));
+      for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')))
+        await copyFile(join(MIGRATIONS_DIR, file), join(later, file));
       await migrate(db.sql, await loadMigrations(later));
       const before = await db.sql`select * from public.inbox_schema_history order by version`;
 

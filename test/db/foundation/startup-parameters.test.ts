@@ -25,6 +25,7 @@ import { loadMigrations, MIGRATIONS_DIR } from '../../../functions/lib/migration
 import { SESSION_TIMEOUTS, type SessionKind } from '../../../functions/lib/session-settings';
 import { withDatabase } from '../../../tools/database-url';
 import { caseAccepted } from '../../../tools/case-events';
+import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../../tools/function-url-events';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { useTestDatabase } from '../../helpers/db';
 import { ACCEPTED_STARTUP_PARAMETERS, startStartupProxy, type StartupProxy } from '../../helpers/startup-proxy';
@@ -105,9 +106,13 @@ describe('a proxy that accepts only user, database and application_name at conne
       deployed(relayRoleOf({ name: 'case-sla' }), 'relay', { ...sla, ...(await relayWithoutBrokers()) }),
     );
     const reaper = await bundles.invoke('reaper', { source: 'schedule' }, deployed(DatabaseRoles.reaper, 'reaper'));
-    const ops = (await bundles.invoke('ops', { command: 'event', eventId: 'evt_p1' }, deployed(DatabaseRoles.ops, 'ops'))) as {
-      result: { events: unknown[] };
-    };
+    // An operator, through the ops function's URL.
+    const answer = (await bundles.invoke(
+      'ops',
+      functionUrlRequest({ command: 'event', eventId: 'evt_p1' }, OPERATOR_SESSION),
+      deployed(DatabaseRoles.ops, 'ops', { OPERATOR_PRINCIPALS: JSON.stringify([OPERATOR_ROLE]) }),
+    )) as { body: string };
+    const ops = JSON.parse(answer.body) as { result: { events: unknown[] } };
 
     expect(ingest).toEqual({ batchItemFailures: [] });
     expect(worker).toMatchObject({ claimed: 1, processed: 1 });

@@ -6,6 +6,8 @@ import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows } from '../../helpers/factories';
 import { opsDeps, opsError, schedulerConfig } from './support';
 import { DatabaseRoles } from '../../../functions/lib/database-roles';
+import type { OpsResponse } from '../../../functions/ops/run';
+import { functionUrlRequest, OPERATOR_ROLE, OPERATOR_SESSION } from '../../../tools/function-url-events';
 
 const db = await useTestDatabase();
 const scheduler = new SchedulerClient({ region: 'eu-west-1' });
@@ -113,12 +115,16 @@ describe('schedule-replay', () => {
       now,
       config: schedulerConfig({ opsFunctionArn: undefined }) as never,
     });
-    const handler = createOpsHandler(async () => lambdaDeps, silentLogger);
+    const handler = createOpsHandler(async () => lambdaDeps, silentLogger, { operatorPrincipals: [OPERATOR_ROLE] });
     const response = await handler(
-      { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'later', actor: 'bob' },
+      functionUrlRequest(
+        { command: 'schedule-replay', consumer: 'case-projection', at: '2026-07-04T00:00:00Z', reason: 'later', apply: true },
+        OPERATOR_SESSION,
+      ),
       { awsRequestId: 'req-1', invokedFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops-Fn:live' },
     );
-    expect(response).toMatchObject({ ok: true });
+    expect(response).toMatchObject({ statusCode: 200 });
+    expect(await db.sql`select actor from integration.scheduled_replay`).toEqual([{ actor: OPERATOR_SESSION }]);
     expect(mock.commandCalls(CreateScheduleCommand)[0]!.args[0].input.Target!.Arn).toBe(
       'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops-Fn',
     );
@@ -196,8 +202,18 @@ describe('schedule-replay', () => {
 
 describe('run-scheduled-replay: at most once', () => {
   const handler = createOpsHandler(async () => deps, silentLogger);
+  // What a one-time schedule does: a direct Invoke, answered as the ops response itself.
   const invoke = (input: unknown, requestId: string) =>
-    handler(input, { awsRequestId: requestId, invokedFunctionArn: schedulerConfig().scheduler.opsFunctionArn! });
+    handler(input, { awsRequestId: requestId, invokedFunctionArn: schedulerConfig().scheduler.opsFunctionArn! }) as Promise<OpsResponse>;
+  // What an operator does: a request to its function URL, signed as an operator's role.
+  const urlHandler = createOpsHandler(async () => deps, silentLogger, { operatorPrincipals: [OPERATOR_ROLE] });
+  const invokeUrl = async (body: Record<string, unknown>, requestId: string): Promise<OpsResponse> => {
+    const response = await urlHandler(functionUrlRequest(body, OPERATOR_SESSION), {
+      awsRequestId: requestId,
+      invokedFunctionArn: schedulerConfig().scheduler.opsFunctionArn!,
+    });
+    return JSON.parse((response as { body: string }).body) as OpsResponse;
+  };
   const replayAudits = () =>
     db.sql`select action, source, request_id, affected_count, inbox_ids, outcome from integration.operator_audit
            where action in ('replay', 'scheduled-replay-refused') order by created_at, action`;
@@ -305,23 +321,28 @@ describe('run-scheduled-replay: at most once', () => {
   it('takes nothing from the event: a replay claiming source schedule is refused as an unknown argument', async () => {
     await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
 
-    const answer = await invoke(
+    const direct = await invoke(
       { command: 'replay', consumer: 'case-projection', reason: 'x', actor: 'mallory', source: 'schedule' },
       'req-x',
     );
+    const viaUrl = await invokeUrl(
+      { command: 'replay', consumer: 'case-projection', reason: 'x', source: 'schedule', apply: true },
+      'req-y',
+    );
 
-    expect(answer).toMatchObject({ ok: false, error: { code: 'BAD_ARGUMENTS', message: expect.stringContaining('source') } });
+    expect(direct).toMatchObject({ ok: false, error: { code: 'FUNCTION_URL_REQUIRED' } });
+    expect(viaUrl).toMatchObject({ ok: false, error: { code: 'BAD_ARGUMENTS', message: expect.stringContaining('source') } });
     expect(await db.sql`select status from integration.consumer_inbox`).toEqual([{ status: 'QUARANTINED' }]);
   });
 
   it('records the Lambda request id of a replay run through the ops function', async () => {
     await insertInboxRows(db.sql, [{ status: 'QUARANTINED', errorCode: 'DB_TRANSIENT' }]);
 
-    const answer = await invoke({ command: 'replay', consumer: 'case-projection', reason: 'fixed', actor: 'bob' }, 'req-replay-7');
+    const answer = await invokeUrl({ command: 'replay', consumer: 'case-projection', reason: 'fixed', apply: true }, 'req-replay-7');
 
     expect(answer).toMatchObject({ ok: true });
-    expect(await db.sql`select source, actor, request_id from integration.operator_audit where action = 'replay'`).toEqual([
-      { source: 'lambda', actor: 'bob', request_id: 'req-replay-7' },
+    expect(await db.sql`select source, actor, request_id from integration.operator_audit where action = 'replay' and not dry_run`).toEqual([
+      { source: 'lambda', actor: OPERATOR_SESSION, request_id: 'req-replay-7' },
     ]);
   });
 });

@@ -403,15 +403,18 @@ describe("the relay: each emitting consumer's relay role reaches its own consume
     ).toEqual(REFUSED);
   });
 
-  it('a claim for another consumer, run as a relay role, takes nothing: the policy holds it to its own lanes', async () => {
-    const claim = await db
+  it("a claim for another consumer, run as a relay role, is refused: its lane deletion is its own consumer's only", async () => {
+    const refusal = await db
       .as(emitterRelay)
       .begin(async (tx) => {
-        const c = await claimOutbox(tx, { owner: 'r', consumerName: 'case-sla', limit: 10, runLength: 10, leaseSeconds: 60 });
-        throw Object.assign(new Error('rollback'), { claim: c });
+        await claimOutbox(tx, { owner: 'r', consumerName: 'case-sla', limit: 10, runLength: 10, leaseSeconds: 60 });
       })
-      .catch((error: { claim?: unknown }) => error.claim);
-    expect(claim).toMatchObject({ rows: [], lanes: [] });
+      .then(
+        () => 'claimed',
+        (error: { code?: string }) => error.code,
+      );
+    expect(refusal).toBe('42501');
+    expect(await db.sql`select count(*)::int as n from integration.outbox where claimed_by = 'r'`).toEqual([{ n: 0 }]);
     const own = await db
       .as(emitterRelay)
       .begin(async (tx) => {
@@ -572,5 +575,26 @@ describe("the reaper's purge", () => {
         `update integration.consumer_inbox set payload_purged_at = now() where inbox_id = '${queued!.inbox_id}'`,
       ),
     ).toEqual({ code: '23514' });
+  });
+});
+
+describe('the cross-consumer policies', () => {
+  it("open every consumer's rows to the reaper and ops only, on every table a consumer role reaches by policy (0202)", async () => {
+    const policies = await sql<{ table: string; roles: string[] }[]>`
+      select format('%s.%s', schemaname, tablename) as table, roles::text[] as roles
+      from pg_policies where policyname = 'every_consumer_rows' order by 1`;
+
+    expect(policies.map((p) => p.table)).toEqual([
+      'case_core.case_audit',
+      'integration.consumed_events',
+      'integration.consumer_inbox',
+      'integration.consumer_lane',
+      'integration.consumer_pause',
+      'integration.consumer_raw_poison',
+      'integration.consumer_worker_slot',
+      'integration.outbox',
+      'integration.outbox_lane',
+    ]);
+    for (const p of policies) expect([p.table, [...p.roles].sort()]).toEqual([p.table, ['inbox_ops', 'inbox_reaper']]);
   });
 });

@@ -14,7 +14,13 @@
  * shared tables a consumer's role reaches is row-level security's (rls.test.ts).
  */
 import { CONSUMERS } from '../../../functions/consumers/index';
-import { consumerRolesOf, DatabaseRoles, KIND_ROLES, type DatabaseRole } from '../../../functions/lib/database-roles';
+import {
+  consumerRolesOf,
+  DatabaseRoles,
+  KIND_ROLES,
+  type ConsumerRoleKind,
+  type DatabaseRole,
+} from '../../../functions/lib/database-roles';
 
 const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
 
@@ -24,6 +30,13 @@ const slaWorker = 'inbox_worker_case_sla';
 const notificationWorker = 'inbox_worker_notification_service';
 const notificationIngest = 'inbox_ingest_notification_service';
 const slaRelay = 'inbox_relay_case_sla';
+
+/** The declared consumers' roles of one kind. */
+export function rolesOfKind(kind: ConsumerRoleKind): DatabaseRole[] {
+  return consumerRolesOf(CONSUMERS)
+    .filter((r) => r.kind === kind)
+    .map((r) => r.role);
+}
 
 /** Every role the matrix covers: the kind roles and each declared consumer's. */
 export const ROLES: readonly DatabaseRole[] = [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)];
@@ -210,6 +223,9 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   },
   // Which consumer each consumer role serves (0130): read through consumer_of_role() only.
   'integration.consumer_role': {},
+  // The operators' own roles (0203), and an operator's changes until its transaction commits: the owner's and its triggers' only.
+  'integration.operator_role': {},
+  'integration.operator_change': {},
   // The migration runner's bookkeeping, and the ledger the runners of 2026-12-02 and earlier read: no function reads them.
   'public.inbox_schema_history': {},
   'public.inbox_schema_migrations': {},
@@ -220,6 +236,7 @@ export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('U
   // Identity columns' sequences: an INSERT takes the next value without a grant on them.
   'case_core.case_audit_audit_id_seq': {},
   'integration.outbox_outbox_seq_seq': {},
+  'integration.operator_change_change_id_seq': {},
 };
 
 /** Functions and procedures, as regprocedure text (`schema.name(argtypes)`): the roles that may EXECUTE them. */
@@ -247,6 +264,22 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.retire_consumer_roles(name[])': [],
   // The migration step's keeper of the roles' session settings (0180): the owner's alone.
   'integration.keep_role_settings(name,boolean,text[])': [],
+  // The deletes a worker's or relay's statements make, for its own consumer's rows only,
+  // instead of a table-level DELETE that would let it lock the table (0200).
+  'integration.deletable_consumer(text)': [],
+  'integration.delete_claimed_lanes(text,tid[])': [worker, ...rolesOfKind('worker')],
+  'integration.delete_claimed_outbox_lanes(text,tid[])': [relay, ...rolesOfKind('relay')],
+  'integration.delete_idle_outbox_lanes(text[],text[],text[])': [relay, ...rolesOfKind('relay')],
+  'integration.delete_published_outbox(text,integer,integer)': [relay, ...rolesOfKind('relay')],
+  // The reaper ends consumer roles' sessions past the bound (0201).
+  'integration.end_overrunning_sessions(double precision)': [reaper],
+  // The operator audit kept by the database (0203): its triggers, and the migration step's helpers.
+  'integration.is_operator_session()': [],
+  'integration.operator_audit_recorded()': [],
+  'integration.operator_changes()': [],
+  'integration.operator_change_audited()': [],
+  'integration.provision_operator_role(name)': [],
+  'integration.retire_operator_roles(name[])': [],
 };
 
 /** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */

@@ -150,7 +150,8 @@ const extraFiles: Record<string, string> = {};
 async function withExtraFile(name: string, text: string) {
   extraFiles[name] = text;
   const dir = await mkdtemp(join(tmpdir(), 'migrations-'));
-  for (const file of await readdir(MIGRATIONS_DIR)) await copyFile(join(MIGRATIONS_DIR, file), join(dir, file));
+  for (const file of (await readdir(MIGRATIONS_DIR)).filter((f) => f.endsWith('.sql')))
+    await copyFile(join(MIGRATIONS_DIR, file), join(dir, file));
   for (const [file, sql] of Object.entries(extraFiles)) await writeFile(join(dir, file), sql);
   return loadMigrations(dir);
 }

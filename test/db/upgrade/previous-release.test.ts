@@ -15,17 +15,13 @@
  * Every event ends stored once per consumer and processed once: its effects exactly once.
  */
 import { randomUUID } from 'node:crypto';
-import postgres from 'postgres';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { getConsumer } from '../../../functions/consumers';
-import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../../functions/lib/database-roles';
+import type postgres from 'postgres';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KafkaEvent, KafkaRecord } from '../../../functions/ingest/types';
-import { withDatabase } from '../../../tools/database-url';
-import { roleUrl } from '../../../tools/database-roles';
-import { freePort } from '../../../tools/embedded-postgres';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
-import { bundleOf, buildBundles, invokeBundle, resultOf, type FunctionName } from '../../helpers/bundles';
+import { buildBundles, type FunctionName } from '../../helpers/bundles';
 import { checkOutPreviousRelease, recordedPreviousRelease, type PreviousRelease } from '../../helpers/previous-release';
+import { createReleaseDatabase, invokeRelease } from '../../helpers/release-functions';
 
 const ROOT = new URL('../../../', import.meta.url).pathname;
 const CASE_TOPIC = 'regulatory.case.events.v1';
@@ -39,8 +35,7 @@ const statusAt = (v: number) => (v === 1 ? 'ACCEPTED' : `STATUS_${v}`);
 type Release = 'previous' | 'current';
 
 let previous: PreviousRelease;
-let dbName: string;
-let adminUrl: string;
+let db: Awaited<ReturnType<typeof createReleaseDatabase>>;
 let owner: postgres.Sql;
 const bundles: Record<Release, string> = { previous: '', current: `${ROOT}.tmp/upgrade-current-${process.pid}` };
 
@@ -48,65 +43,19 @@ beforeAll(async () => {
   previous = await checkOutPreviousRelease();
   bundles.previous = `${previous.root}/.bundles-${process.pid}`;
   await Promise.all([buildBundles(previous.root, bundles.previous), buildBundles(ROOT, bundles.current)]);
-  adminUrl = inject('dbAdminUrl');
-  dbName = `${inject('dbTemplate').replace('inbox_tpl_', 'inbox_t_')}_upgrade`;
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`create database "${dbName}"`);
-  await admin.end();
-  owner = postgres(withDatabase(adminUrl, dbName), { max: 2, onnotice: () => {} });
+  db = await createReleaseDatabase('upgrade');
+  owner = db.owner;
 }, 600_000);
 
 afterAll(async () => {
-  await owner?.end();
-  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-  await admin.unsafe(`drop database if exists "${dbName}" with (force)`);
-  await admin.end();
+  await db?.drop();
 });
 
 // ——— what the functions are invoked with ———
 
-const roleOf = (fn: Exclude<FunctionName, 'migrate'>, consumer?: string): DatabaseRole => {
-  if (fn === 'ingest') return ingestRoleOf(getConsumer(consumer!));
-  if (fn === 'worker') return workerRoleOf(getConsumer(consumer!));
-  if (fn === 'relay') return relayRoleOf(getConsumer(consumer!));
-  return DatabaseRoles[fn];
-};
-
-/** The relay's settings, as each release's CDK app sets them (this one's client retries at least twice). */
-async function relayEnv(release: Release): Promise<Record<string, string>> {
-  return {
-    // No broker listens there: the relay claims, is refused, and records the refusal.
-    KAFKA_BROKERS: `127.0.0.1:${await freePort()}`,
-    AWS_REGION: 'eu-west-1',
-    // Never used (the connection is refused before SASL); set so no credential lookup leaves the machine.
-    AWS_ACCESS_KEY_ID: 'AKIDEXAMPLE',
-    AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
-    KAFKA_RETRIES: release === 'previous' ? '1' : '2',
-    KAFKA_CONNECTION_TIMEOUT_MS: '300',
-    RELAY_SAFETY_MARGIN_MS: '1000',
-  };
-}
-
 /** Invoke one release's bundled function as its own role (the migration function as the owner). */
-async function invoke(release: Release, fn: FunctionName, event: unknown, consumer?: string): Promise<any> {
-  const url = fn === 'migrate' ? withDatabase(adminUrl, dbName) : roleUrl(adminUrl, roleOf(fn, consumer), dbName);
-  const env: Record<string, string> = {
-    DATABASE_URL: url,
-    LOG_LEVEL: 'ERROR',
-    POWERTOOLS_METRICS_DISABLED: 'true',
-    // The scheduled worker stops at its first empty claim rather than staying awake.
-    WORKER_IDLE_MS: '0',
-    ...(consumer === undefined ? {} : { CONSUMER_NAME: consumer }),
-    ...(fn === 'relay' ? await relayEnv(release) : {}),
-  };
-  const output = await invokeBundle(bundleOf(bundles[release], fn), event, env, { requestId: `${release}-${fn}-${randomUUID()}` }).catch(
-    (error: { stdout?: string; stderr?: string }) => {
-      throw new Error(
-        `the ${release} release's ${fn}${consumer === undefined ? '' : ` (${consumer})`} failed:\n${error.stdout}\n${error.stderr}`,
-      );
-    },
-  );
-  return resultOf(output);
+function invoke(release: Release, fn: FunctionName, event: unknown, consumer?: string): Promise<any> {
+  return invokeRelease(release, bundles[release], db, fn, event, consumer === undefined ? {} : { consumer });
 }
 
 // ——— the events ———
@@ -225,6 +174,25 @@ describe(`the previous release, ${recorded.name} (${recorded.commit.slice(0, 12)
     expect(relayed.claimed).toBeGreaterThan(0);
     const stats = await invoke('previous', 'ops', { command: 'stats', consumer: 'case-projection' });
     expect(stats).toMatchObject({ ok: true, command: 'stats' });
+    // Its ops changes inbox rows with their audit row, which the database now checks (0203).
+    const [quarantined] = await owner<{ inbox_id: string }[]>`
+      insert into integration.consumer_inbox (consumer_name, event_id, event_type, event_version, aggregate_type, aggregate_id,
+                                              topic_name, partition_no, offset_no, producer, occurred_at, status, payload,
+                                              quarantined_at, error_code)
+      values ('case-projection', 'evt_previous_ops', 't', 1, 'case', 'ops', ${CASE_TOPIC}, 0, 0, 'p', now(), 'QUARANTINED', '{}',
+              now(), 'PAYLOAD_INVALID')
+      returning inbox_id`;
+    const resolved = await invoke('previous', 'ops', {
+      command: 'resolve',
+      ids: [quarantined!.inbox_id],
+      reason: 'upgrade test',
+      actor: 'ci',
+    });
+    expect(resolved).toMatchObject({ ok: true, result: { resolved: 1 } });
+    expect(await owner`select status from integration.consumer_inbox where inbox_id = ${quarantined!.inbox_id}`).toEqual([
+      { status: 'IGNORED' },
+    ]);
+    await owner`delete from integration.consumer_inbox where inbox_id = ${quarantined!.inbox_id}`;
 
     // 4. A rollback: the previous migration function on the newer database.
     const before = await ledger();
