@@ -65,6 +65,7 @@ describe('npm start', () => {
 /** What the page's code below touches of the browser and of Chart.js. */
 interface PageElement {
   getAttribute(name: string): string;
+  getBoundingClientRect(): { left: number; right: number; width: number };
   querySelector(
     selector: string,
   ): PageElement & { getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } } };
@@ -93,6 +94,8 @@ interface DrawnWidget {
 describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a browser', () => {
   let widgets: DrawnWidget[];
   let timeline: Timeline;
+  let trace: { kind: string; label: string; widthPx: number; inside: boolean }[];
+  let breakdown: { label: string; widthPx: number }[];
 
   beforeAll(async () => {
     if (CHROMIUM === undefined) throw new Error('chromium is not installed (apt-get install -y chromium; .ci/run does it)');
@@ -126,6 +129,28 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
         const { document } = globalThis as unknown as PageGlobals;
         return JSON.parse(document.getElementById('report-data').textContent).timeline;
       })) as Timeline;
+      const waterfall = page.locator('#trace-waterfall');
+      await waterfall.screenshot({ path: join(OUTPUT_DIR, 'trace.png') });
+      trace = await page.evaluate(() => {
+        const { document } = globalThis as unknown as PageGlobals;
+        return [...document.querySelectorAll('#trace-waterfall .wf-row')].map((row) => {
+          const track = row.querySelector('.wf-track').getBoundingClientRect();
+          const bar = row.querySelector('.wf-bar').getBoundingClientRect();
+          return {
+            kind: row.getAttribute('data-kind'),
+            label: row.querySelector('.wf-label').textContent,
+            widthPx: bar.width,
+            inside: bar.left >= track.left - 0.5 && bar.right <= track.right + 0.5,
+          };
+        });
+      });
+      breakdown = await page.evaluate(() => {
+        const { document } = globalThis as unknown as PageGlobals;
+        return [...document.querySelectorAll('#trace-breakdown .bd-part')].map((part) => ({
+          label: part.getAttribute('title'),
+          widthPx: part.getBoundingClientRect().width,
+        }));
+      });
       widgets = await page.evaluate(() => {
         const { document, Chart } = globalThis as unknown as PageGlobals;
         return [...document.querySelectorAll('figure.widget')].map((figure) => {
@@ -197,6 +222,27 @@ describe.skipIf(CHROMIUM === undefined && !process.env.CI)('the report in a brow
         expect(series.hasData, `${c}/${id} ${label}`).toBe(true);
       }
     }
+  });
+
+  it("draws one event's trace as a waterfall: produced, stored, waited, processed and published, each bar visible in its track", () => {
+    const kinds = trace.map((r) => r.kind);
+    expect(kinds[0]).toBe('produced');
+    for (const kind of ['stored', 'waited', 'processed', 'published']) expect(kinds, kind).toContain(kind);
+    // Each consumer's rows in journey order: stored before its first attempt.
+    for (const consumer of new Set(trace.filter((r) => r.kind === 'stored').map((r) => r.label.split(':')[0]!))) {
+      const mine = trace.filter((r) => r.label.startsWith(`${consumer}:`)).map((r) => r.kind);
+      expect(mine.indexOf('stored'), consumer).toBeLessThan(mine.indexOf('processed'));
+    }
+    for (const row of trace) {
+      expect(row.widthPx, row.label).toBeGreaterThan(0);
+      expect(row.inside, row.label).toBe(true);
+    }
+  });
+
+  it("draws where all events' time went, processing and the wait for a worker among its parts", () => {
+    const labels = breakdown.filter((p) => p.widthPx > 0).map((p) => p.label);
+    expect(labels).toContain('processing (claim to commit)');
+    expect(labels).toContain('waiting for a worker');
   });
 
   it('marks the injected faults on the charts of the consumer they hit', () => {

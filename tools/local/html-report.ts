@@ -13,6 +13,7 @@ import { dirname, join } from 'node:path';
 import type { CheckResult } from './checks';
 import { fmt, SUMMARY_COUNTS, type ConsumerSummary } from './report';
 import { FAULT_LABELS, type Timeline } from './timeline';
+import type { RunTraces, WaterfallBar } from './traces';
 
 export interface ReportInput {
   timeline: Timeline;
@@ -23,6 +24,8 @@ export interface ReportInput {
   description: string;
   summary: readonly ConsumerSummary[];
   checks: readonly CheckResult[];
+  /** The run's traces (traces.ts): one event's waterfall, and where all traced events' time went. */
+  traces: RunTraces;
   generatedAt: Date;
 }
 
@@ -52,6 +55,58 @@ function checksList(checks: readonly CheckResult[]): string {
     (c) => `<li class="${c.ok ? 'ok' : 'failed'}">${c.ok ? '✓' : '✗'} <b>${escapeHtml(c.name)}</b>: ${escapeHtml(c.detail)}</li>`,
   );
   return `<ul class="checks">${items.join('')}</ul>`;
+}
+
+const BAR_COLOURS: Record<WaterfallBar['kind'], string> = {
+  produced: '#8250df',
+  stored: '#0969da',
+  waited: '#d0d7de',
+  retried: '#fb8f44',
+  processed: '#1a7f37',
+  published: '#bf3989',
+};
+
+const duration = (value: number) => (value >= 1000 ? `${(value / 1000).toFixed(2)} s` : `${Math.round(value)} ms`);
+
+/**
+ * One event's trace as a waterfall: a row per span (and per wait between them), each bar
+ * placed on the trace's time axis, so the asynchronous gaps show as what they are.
+ */
+function traceSection(traces: RunTraces): string {
+  const { waterfall, breakdown } = traces;
+  if (waterfall === null) return '<p class="muted">No traced event completed in this run.</p>';
+  const total = Math.max(1, ...waterfall.bars.map((b) => b.endMs));
+  const rows = waterfall.bars.map((b) => {
+    // A bar too short to see is drawn 0.4 % wide, kept inside its track.
+    const width = Math.max(0.4, ((b.endMs - b.startMs) / total) * 100);
+    const left = Math.min((b.startMs / total) * 100, 100 - width);
+    return (
+      `<div class="wf-row" data-kind="${b.kind}"><span class="wf-label">${escapeHtml(b.label)}</span>` +
+      `<span class="wf-track"><span class="wf-bar" style="left:${left.toFixed(3)}%;width:${width.toFixed(3)}%;background:${BAR_COLOURS[b.kind]}"></span></span>` +
+      `<span class="wf-time">${duration(b.endMs - b.startMs)}${b.detail === '' ? '' : ` · ${escapeHtml(b.detail)}`}</span></div>`
+    );
+  });
+  const parts = breakdown.parts
+    .map(
+      (p) =>
+        `<tr><td>${escapeHtml(p.label)}</td><td class="n">${duration(p.ms)}</td><td class="n">${(p.share * 100).toFixed(1)} %</td></tr>`,
+    )
+    .join('');
+  const stack = breakdown.parts
+    .filter((p) => p.share > 0)
+    .map(
+      (p, i) =>
+        `<span class="bd-part" title="${escapeHtml(p.label)}" style="width:${(p.share * 100).toFixed(3)}%;background:hsl(${(i * 57) % 360} 55% 55%)"></span>`,
+    )
+    .join('');
+  return `<p class="muted">Event ${escapeHtml(waterfall.eventId)}, trace ${escapeHtml(waterfall.traceId)}: its producer's send, each consumer's
+ingest batch (linked), the wait for a worker, every attempt (a child of the producer's span), and what the relay published in the same trace.
+${duration(total)} from send to the last span.</p>
+<div id="trace-waterfall">${rows.join('')}</div>
+<h3>Where the time went</h3>
+<p class="muted">Over ${breakdown.events.toLocaleString('en-US')} traced events and their consumers, from each event's store to its last attempt and its publish.</p>
+<div id="trace-breakdown" class="bd-stack">${stack}</div>
+<table class="summary">${parts}</table>`;
 }
 
 /** What a reader needs to read a widget right, where the chart alone would mislead. */
@@ -197,6 +252,13 @@ export function renderReport(input: ReportInput): string {
   .grid { display: grid; grid-template-columns: repeat(auto-fill, 580px); gap: 12px; }
   figure.widget { margin: 0; padding: 8px; border: 1px solid #ddd; border-radius: 4px; background: #fff; }
   figcaption { font-weight: 600; margin-bottom: 4px; }
+  #trace-waterfall { border: 1px solid #ddd; border-radius: 4px; padding: 6px 8px; max-width: 1180px; }
+  .wf-row { display: grid; grid-template-columns: 280px 1fr 260px; align-items: center; gap: 8px; height: 20px; }
+  .wf-label, .wf-time { font-size: 12px; white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+  .wf-track { position: relative; height: 12px; background: #f6f8fa; }
+  .wf-bar { position: absolute; top: 0; height: 12px; border-radius: 2px; }
+  .bd-stack { display: flex; height: 16px; max-width: 1180px; margin: 6px 0; border-radius: 3px; overflow: hidden; }
+  .bd-part { display: block; height: 16px; }
 </style>
 </head>
 <body>
@@ -209,6 +271,8 @@ ${checksList(input.checks)}
 <p class="muted">The charts below are the CloudWatch dashboard's widgets (cdk/constructs/dashboard-widgets.ts), drawn from the
 metrics the functions emitted during this run, over ${bucket} buckets. Markers: faults the run injected.</p>
 ${widgetSections(timeline)}
+<h2>One event's trace</h2>
+${traceSection(input.traces)}
 <script type="application/json" id="report-data">${scriptJson(data)}</script>
 <script>${chartJsSource()}</script>
 <script>${PAGE_SCRIPT}</script>

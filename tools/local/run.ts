@@ -53,6 +53,7 @@ import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
 import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
 import { writeReport } from './html-report';
+import { runTraces, startRunTracing, traceProducers, type RunTracing } from './traces';
 import { describeValueFormat, useValueFormat, type LocalRegistry } from './value-format';
 import { SimulatedLambda } from './lambda';
 import { SimulatedMapping } from './mapping';
@@ -295,11 +296,13 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     if (aborted()) throw new InterruptedBeforeStart();
   };
   const life: Lifecycle = { stopping: false, background: [], stoppers: [], clients: [], sink: nullSink, stopEmbedded: undefined };
+  let tracing: RunTracing | undefined;
 
   try {
     const db = await startDatabase(options, io, out, life, checkpoint);
     checkpoint();
     const sim = await prepareSimulation(options, out, life, db);
+    tracing = await traceRun(sim);
     const mappings = await createMappings(sim);
     const crashes = await startCrashes(sim, mappings);
     const idle = await startWorkers(sim, crashes);
@@ -328,7 +331,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     const failed = checks.filter((c) => !c.ok);
     const elapsedMs = performance.now() - started;
     const headline = headlineOf(options, { interrupted, checks, failed, elapsedMs });
-    const reported = await writeHtmlReport(sim, out, { startedAt, interrupted, failed, headline, summary, checks });
+    const reported = await writeHtmlReport(sim, out, tracing, { startedAt, interrupted, failed, headline, summary, checks });
     out.write(`${reported ? `\nReport: ${options.reportFile}\n` : ''}\n${headline}\n`);
 
     const kept = options.keep && !interrupted ? keepDatabase(life, db.url, io.databaseUrl === undefined) : undefined;
@@ -353,6 +356,7 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
     life.stopping = true;
     for (const stop of life.stoppers) stop();
     await Promise.allSettled(life.background);
+    await tracing?.stop();
     await Promise.all(life.clients.map((c) => c.end({ timeout: 5 })));
     await life.sink.close();
     await life.stopEmbedded?.();
@@ -1049,9 +1053,22 @@ function headlineOf(
 }
 
 /** The report is a view of the run: failing to write it says so, and changes no outcome. Whether it was written. */
+/**
+ * The functions' spans, into memory for the report (traces.ts), with each generated event sent
+ * by a traced producer. Stopped after the report (runLocal's finally): stopping clears the exporter.
+ */
+async function traceRun(sim: Simulation): Promise<RunTracing> {
+  const tracing = await startRunTracing();
+  traceProducers(sim.stream, (timestamp) =>
+    sim.releasedAt === undefined ? Date.now() : performance.timeOrigin + sim.releasedAt(timestamp),
+  );
+  return tracing;
+}
+
 async function writeHtmlReport(
   sim: Simulation,
   out: Output,
+  tracing: RunTracing,
   run: {
     startedAt: number;
     interrupted: boolean;
@@ -1078,6 +1095,7 @@ async function writeHtmlReport(
       `, ${options.partitions} partitions, at most ${options.workers} workers per consumer, tick ${options.tickMs} ms, wake-ups ${options.wakeUps ? 'on' : 'off'}`,
     summary: run.summary,
     checks: run.checks,
+    traces: runTraces(tracing.exporter),
     generatedAt: new Date(),
   }).then(
     () => true,
