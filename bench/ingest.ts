@@ -6,7 +6,10 @@
  * way this table takes the same rows on this machine: one COPY of all of them. Also the
  * bare set-based INSERT of pre-decoded rows, which shows what decoding costs, and the same
  * events as Avro values in the Confluent wire format (writer schema from an in-process
- * Confluent REST registry, fetched once and cached as in a container), beside the JSON ones.
+ * Confluent REST registry, fetched once and cached as in a container), beside the JSON ones;
+ * and the JSON handler with tracing on: the OpenTelemetry SDK exporting OTLP/HTTP (protobuf)
+ * to a receiver on this machine, flushed before each invocation returns, as the function does.
+ * Every record carries a producer's `traceparent`, so the batch span has a link per record.
  *
  * Each phase starts from an empty table (TRUNCATE) and runs `--rounds` times; the median
  * is printed. Figures are as measured on a shared machine: compare ratios, not absolutes.
@@ -21,12 +24,14 @@ import { createIngestHandler } from '../functions/ingest/ingest';
 import type { KafkaEvent } from '../functions/ingest/types';
 import { insertInboxBatchCount, type InboxInsert } from '../functions/inbox/insert-batch';
 import { TYPES, type Sql } from '../functions/lib/db';
+import { flushTraces, startTracing, stopTracing } from '../functions/lib/tracing';
 import { migrate } from '../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
 import { confluentFetcher } from '../functions/ingest/confluent-registry';
 import { createSchemaSource } from '../functions/ingest/schema-source';
+import { startOtlpReceiver } from '../tools/otlp-receiver';
 import { avroEncoder, CASE_AVRO_SCHEMA, caseEventToAvro, confluentFrame, startLocalRegistry } from '../tools/registry-values';
 
 // A benchmark's metrics go nowhere; Powertools would print them to stdout.
@@ -170,6 +175,9 @@ async function timed(fn: () => Promise<void>): Promise<number> {
 }
 
 const server = await benchServer();
+const receiver = await startOtlpReceiver();
+// The exporter reads its endpoint from OpenTelemetry's own variable, as in the function.
+process.env.OTEL_EXPORTER_OTLP_ENDPOINT = receiver.url;
 const registry = await startLocalRegistry([{ id: AVRO_SCHEMA_ID, schema: JSON.stringify(BENCH_AVRO_SCHEMA) }]);
 const sql = postgres(server.url, { max: 4, onnotice: () => {}, types: TYPES }) as unknown as Sql;
 try {
@@ -227,7 +235,20 @@ try {
     handler: async () => {
       for (const e of events) {
         const r = await handler(e, { awsRequestId: `bench-${++request}` });
+        await flushTraces(); // as the function does before it returns: nothing to flush with tracing off
         if (r.batchItemFailures.length > 0) throw new Error('bench batch reported failures');
+      }
+    },
+    traced: async () => {
+      await startTracing({ exporter: 'otlp', protocol: 'http/protobuf' }, { serviceName: 'bench' });
+      try {
+        for (const e of events) {
+          const r = await handler(e, { awsRequestId: `bench-${++request}` });
+          await flushTraces();
+          if (r.batchItemFailures.length > 0) throw new Error('bench traced batch reported failures');
+        }
+      } finally {
+        await stopTracing();
       }
     },
     avro: async () => {
@@ -256,7 +277,7 @@ try {
   await handler(events[0]!, { awsRequestId: 'warm-up' });
   await avroHandler(avroEvents[0]!, { awsRequestId: 'warm-up-avro' });
   await truncate();
-  const seconds: Record<string, number[]> = { handler: [], avro: [], insert: [], copy: [] };
+  const seconds: Record<string, number[]> = { handler: [], traced: [], avro: [], insert: [], copy: [] };
   for (let round = 0; round < ROUNDS; round++) {
     for (const [name, run] of Object.entries(phases)) {
       await truncate();
@@ -272,12 +293,15 @@ try {
   console.log(
     `\ningest benchmark: ${RECORDS} records, 1 KiB payloads, ${BATCH}-record batches over ${PARTITIONS} partitions, median of ${ROUNDS}`,
   );
-  for (const name of ['handler', 'avro', 'insert', 'copy']) {
+  for (const name of ['handler', 'traced', 'avro', 'insert', 'copy']) {
     console.log(
       `  ${name.padEnd(8)} ${Math.round(rate(name)).toString().padStart(8)} records/s   ${(rate(name) / copyRate).toFixed(2)} × COPY`,
     );
   }
   console.log(`\n  handler / COPY = ${(rate('handler') / copyRate).toFixed(2)}  (aim ≥ 0.5)`);
+  console.log(
+    `  traced / handler = ${(rate('traced') / rate('handler')).toFixed(2)}  (tracing on beside off; ${receiver.received.length} OTLP exports received)`,
+  );
   console.log(
     `  avro / handler = ${(rate('avro') / rate('handler')).toFixed(2)}  (Avro values beside JSON ones; registry lookups: ${registry.requests()})`,
   );
@@ -290,5 +314,6 @@ try {
 } finally {
   await sql.end({ timeout: 5 });
   await registry.close();
+  await receiver.close();
   await server.stop();
 }

@@ -14,6 +14,9 @@
  *                        inbox's normal state), then the backlog
  *   uniform / hot        status changes of existing cases: --events cases × 1 event, against
  *                        20 cases × (--events / 20) versions in order
+ *   traced               the empty-history backlog with tracing on: the OpenTelemetry SDK
+ *                        exporting OTLP/HTTP (protobuf) to a receiver on this machine, a span
+ *                        per row in its producer's trace (every record carries a traceparent)
  *   N workers            the empty-history backlog drained by --workers processes at once
  *   graphile-worker      the peer, same server: --events no-op jobs with the same payloads,
  *                        its batched mode (local queue 500, concurrency 10)
@@ -35,6 +38,7 @@ import { workerRoleOf } from '../functions/lib/database-roles';
 import { createIngestHandler } from '../functions/ingest/ingest';
 import { roleUrl } from '../tools/database-roles';
 import { mskEvent, spreadRecords } from '../tools/msk-events';
+import { startOtlpReceiver } from '../tools/otlp-receiver';
 import { createBenchDatabase, dropBenchDatabase, type BenchDatabase } from './_databases';
 import { accepted as acceptedEvent, filler, type Envelope } from './_events';
 import { graphilePeer } from './_graphile';
@@ -82,7 +86,14 @@ const drop = (db: Database): Promise<void> => dropBenchDatabase(admin, db);
 /** Store `envelopes` through the ingest handler, 500 records per MSK batch over 8 partitions. */
 async function ingest(db: Database, envelopes: Envelope[]): Promise<void> {
   const handler = createIngestHandler({ sql: db.sql, consumer, config: { maxPayloadBytes: 256 * 1024 }, ...quiet });
-  const records = spreadRecords({ topic: TOPIC, partitions: 8, count: envelopes.length, value: (n) => envelopes[n]! });
+  const records = spreadRecords({
+    topic: TOPIC,
+    partitions: 8,
+    count: envelopes.length,
+    value: (n) => envelopes[n]!,
+    // A traced producer's context on every record: the traced drain's row spans join its trace.
+    headers: (n) => ({ traceparent: `00-${(n + 1).toString(16).padStart(32, '0')}-00f067aa0ba902b7-01` }),
+  });
   for (let i = 0; i < records.length; i += 500) {
     const r = await handler(mskEvent(records.slice(i, i + 500)), { awsRequestId: `bench-${i}` });
     if (r.batchItemFailures.length > 0) throw new Error('ingest reported batch item failures');
@@ -163,7 +174,7 @@ async function lockWaits<T>(db: Database, during: Promise<T>): Promise<{ result:
 const workerScript = fileURLToPath(new URL('./_worker-process.ts', import.meta.url));
 
 /** Drain `db` with `n` worker processes; resolves to seconds from "go" to the last one done. */
-async function drain(db: Database, n: number): Promise<{ seconds: number; processed: number }> {
+async function drain(db: Database, n: number, env: Record<string, string> = {}): Promise<{ seconds: number; processed: number }> {
   const children: ChildProcess[] = [];
   try {
     const ready: Promise<void>[] = [];
@@ -184,6 +195,7 @@ async function drain(db: Database, n: number): Promise<{ seconds: number; proces
           // (there is no Lambda service here; the --workers processes are the fan-out).
           WORKER_IDLE_MS: '0',
           WAKE_UPS: 'false',
+          ...env,
         },
         stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
       });
@@ -236,10 +248,10 @@ async function settle(db: Database, table: string): Promise<void> {
   await db.sql.unsafe(`select count(*) from ${table}`);
 }
 
-async function measure(label: string, db: Database, events: number, workers: number): Promise<Figure> {
+async function measure(label: string, db: Database, events: number, workers: number, env: Record<string, string> = {}): Promise<Figure> {
   await settle(db, 'integration.consumer_inbox');
   const before = await usage(db);
-  const { result, samples, waiting } = await lockWaits(db, drain(db, workers));
+  const { result, samples, waiting } = await lockWaits(db, drain(db, workers, env));
   const after = await usage(db);
   if (result.processed !== events) throw new Error(`${label}: processed ${result.processed} of ${events}`);
   const [left] = await db.sql<{ n: number }[]>`select count(*)::int as n from integration.consumer_inbox where status <> 'PROCESSED'`;
@@ -283,6 +295,19 @@ try {
   await emptyFresh.sql`analyze`;
   const emptyAnalyzed = await measure('empty history, analyzed, 1 worker', emptyFresh, EVENTS, 1);
   await drop(emptyFresh);
+
+  // Tracing on: spans exported over OTLP/HTTP, flushed before each invocation returns.
+  const receiver = await startOtlpReceiver();
+  const traced = await database(template.name);
+  await ingest(traced, envelopes);
+  const tracedFigure = await measure('empty history, stale statistics, 1 worker, traced', traced, EVENTS, 1, {
+    OTEL_TRACES_EXPORTER: 'otlp',
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+  });
+  const exports = receiver.received.length;
+  await receiver.close();
+  await drop(traced);
 
   // A million finished rows, analyzed while nothing was due.
   const historyTemplate = await database(template.name);
@@ -381,6 +406,7 @@ try {
   line('stale / analyzed, empty history', ratio(emptyStale, emptyAnalyzed), '≥ 0.9');
   line(`stale / analyzed, ${HISTORY.toLocaleString('en-US')} finished rows`, ratio(historyStale, historyAnalyzed), '≥ 0.9');
   line('hot / uniform', ratio(hotFigure, uniformFigure), '≥ 0.8');
+  line('traced / untraced, 1 worker', `${ratio(tracedFigure, emptyStale)}   (${exports} OTLP exports received)`);
   line(`${WORKERS} workers / graphile-worker batched`, ratio(manyFigure, peerFigure), '≥ 0.5');
   line('1 worker / graphile-worker batched', ratio(emptyStale, peerFigure));
   line(`${WORKERS} workers / 1 worker`, ratio(manyFigure, emptyStale));

@@ -4,12 +4,11 @@
  * process that exits the moment its handler returns (as a frozen Lambda exports nothing):
  * the spans that arrive were flushed before it returned.
  */
-import { createServer, type IncomingMessage } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
 import { ingestRoleOf, workerRoleOf } from '../../../functions/lib/database-roles';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
+import { startOtlpReceiver, type OtlpReceiver, type ReceivedExport } from '../../../tools/otlp-receiver';
 import { bundledFunctions, type Bundles } from '../../helpers/bundles';
 import { useTestDatabase } from '../../helpers/db';
 import { caseAccepted, CASE_TOPIC, truncateAll } from '../ingest/support';
@@ -18,29 +17,17 @@ const db = await useTestDatabase();
 const caseProjection = getConsumer('case-projection');
 let bundles: Bundles;
 
-interface Received {
-  path: string;
-  contentType: string | undefined;
-  body: Buffer;
-}
-
-const received: Received[] = [];
-const server = createServer((req: IncomingMessage, res) => {
-  const chunks: Buffer[] = [];
-  req.on('data', (c: Buffer) => chunks.push(c));
-  req.on('end', () => {
-    received.push({ path: req.url ?? '', contentType: req.headers['content-type'], body: Buffer.concat(chunks) });
-    res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json' }).end();
-  });
-});
+let receiver: OtlpReceiver;
+let received: ReceivedExport[];
 
 beforeAll(async () => {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  receiver = await startOtlpReceiver();
+  received = receiver.received;
   bundles = await bundledFunctions('otlp');
 }, 120_000);
 afterAll(async () => {
   await bundles.remove();
-  await new Promise<void>((resolve) => server.close(() => resolve()));
+  await receiver.close();
 });
 beforeEach(async () => {
   received.length = 0;
@@ -54,14 +41,14 @@ function otelEnv(protocol: 'http/json' | 'http/protobuf'): Record<string, string
   return {
     OTEL_TRACES_EXPORTER: 'otlp',
     OTEL_EXPORTER_OTLP_PROTOCOL: protocol,
-    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     OTEL_SERVICE_NAME: 'inbox-otlp-test',
     CONSUMER_NAME: caseProjection.name,
   };
 }
 
 /** Every span name in what arrived, and the trace ids (JSON: as hex; protobuf: as bytes). */
-function spansIn(r: Received): { names: string[]; traceIds: string[] } {
+function spansIn(r: ReceivedExport): { names: string[]; traceIds: string[] } {
   if (r.contentType?.includes('json')) {
     const doc = JSON.parse(r.body.toString('utf8')) as {
       resourceSpans: { scopeSpans: { spans: { name: string; traceId: string }[] }[] }[];
