@@ -13,7 +13,7 @@ import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
 import type { ClaimedRow } from '../inbox/claim-due';
 import type { Outcome } from '../inbox/types';
 import type { TransactionSql } from '../lib/db';
-import type { BatchContext, RowResult } from './process-batch';
+import type { BatchContext, RowResult } from './batch-types';
 
 interface Runnable {
   row: ClaimedRow;
