@@ -6,10 +6,10 @@
  *       takeover are skipped, and the reaper cannot release the others mid-batch)
  *     walk each lane's run in order; settle what needs no database work: IGNORED, unknown
  *       type/version, invalid payload, attempt budget already spent
- *     fast path: one savepoint; the runs' rows in stages (stage k = the k-th row of every
- *       run), each stage's handlers issued at once (postgres.js pipelines them on the
- *       transaction's connection; a set-based handler gets the stage's events in one
- *       call), the next stage after the last one finished; the stages' audit entries in
+ *     fast path: one savepoint; the runs' rows in waves (wave k = the k-th row of every
+ *       run), each wave's handlers issued at once (postgres.js pipelines them on the
+ *       transaction's connection; a set-based handler gets the wave's events in one
+ *       call), the next wave after the last one finished; the waves' audit entries in
  *       one statement; release
  *     slow path, only when something in the fast path failed: roll that savepoint back,
  *       run the lanes again by halves (each half a fast path in its own savepoint, a half
@@ -21,8 +21,8 @@
  *
  * A run stops at its first row that does not succeed (retried, quarantined): the rows
  * after it are handed back untouched, their attempt refunded, behind it in their lane. A
- * stage holds one row per aggregate, so the rows of a stage never depend on each other;
- * an aggregate's rows run one stage after another, in order.
+ * wave holds one row per aggregate, so the rows of a wave never depend on each other;
+ * an aggregate's rows run one wave after another, in order.
  *
  * Side effects, statuses and lanes commit together or not at all. If the transaction fails
  * as a whole (connection lost, commit refused) nothing of it is applied and the rows are
