@@ -56,7 +56,7 @@ const MAX_CONSUMER_NAME = 57;
 /** The retention periods CloudWatch Logs accepts (days), up to a year. */
 const logRetentionDays = z.literal([1, 3, 5, 7, 14, 30, 60, 90, 180, 365]);
 
-/** Interface endpoints the functions call (docs: README "Deploying"): nothing else gets one. */
+/** Interface endpoints the functions call (docs/deploying.md): nothing else gets one. */
 export const INTERFACE_ENDPOINTS = ['secretsmanager', 'lambda', 'scheduler'] as const;
 export type InterfaceEndpoint = (typeof INTERFACE_ENDPOINTS)[number];
 
