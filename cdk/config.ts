@@ -56,7 +56,7 @@ const MAX_CONSUMER_NAME = 57;
 /** The retention periods CloudWatch Logs accepts (days), up to a year. */
 const logRetentionDays = z.literal([1, 3, 5, 7, 14, 30, 60, 90, 180, 365]);
 
-/** Interface endpoints the functions call (docs: README "Deploying"): nothing else gets one. */
+/** Interface endpoints the functions call (docs/deploying.md): nothing else gets one. */
 export const INTERFACE_ENDPOINTS = ['secretsmanager', 'lambda', 'scheduler'] as const;
 export type InterfaceEndpoint = (typeof INTERFACE_ENDPOINTS)[number];
 
@@ -65,12 +65,12 @@ const AVAILABILITY_ZONE = /^[a-z]{2}(-gov)?-[a-z]+-\d[a-z]$/;
 /** What every consumer gets unless its own entry overrides it. */
 /** What every tracing exporter takes: the OTLP/HTTP body's encoding and the sampler (OpenTelemetry's names). */
 const tracingCommon = {
-  protocol: z.enum(['http/protobuf', 'http/json']).default('http/protobuf'),
+  protocol: z.enum(['http/protobuf', 'http/json']).default('http/protobuf').describe('The OTLP/HTTP body encoding.'),
   sampler: z
     .enum(['always_on', 'always_off', 'traceidratio', 'parentbased_always_on', 'parentbased_always_off', 'parentbased_traceidratio'])
-    .default('parentbased_always_on'),
-  /** The ratio of the *traceidratio samplers. */
-  samplerArg: z.number().min(0).max(1).optional(),
+    .default('parentbased_always_on')
+    .describe("OpenTelemetry's sampler."),
+  samplerArg: z.number().min(0).max(1).optional().describe('The ratio of a traceidratio sampler.'),
 };
 
 /**
@@ -88,74 +88,78 @@ const tracingStage = z
     z.object({ exporter: z.literal('off') }),
     z.object({
       exporter: z.literal('collector-layer'),
-      /** The extension's layer version, in the stage's region, for arm64. */
       layerArn: z
         .string()
-        .regex(/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/, 'must be a Lambda layer version ARN'),
-      /** OPENTELEMETRY_COLLECTOR_CONFIG_URI: the collector's configuration (a file in a layer, or an https URI). */
-      configUri: z.string().min(1).optional(),
+        .regex(/^arn:aws[a-z-]*:lambda:[a-z0-9-]+:\d{12}:layer:[A-Za-z0-9_-]+:\d+$/, 'must be a Lambda layer version ARN')
+        .describe("The collector extension's layer version, in the stage's region, for arm64."),
+      configUri: z
+        .string()
+        .min(1)
+        .optional()
+        .describe("OPENTELEMETRY_COLLECTOR_CONFIG_URI: the collector's configuration (a file in a layer, or an https URI)."),
       ...tracingCommon,
     }),
-    z.object({ exporter: z.literal('otlp'), endpoint: z.url({ protocol: /^https?$/ }), ...tracingCommon }),
+    z.object({
+      exporter: z.literal('otlp'),
+      endpoint: z
+        .url({ protocol: /^https?$/ })
+        .describe('otlp: the OTLP/HTTP endpoint the functions send spans to (a collector of your own).'),
+      ...tracingCommon,
+    }),
   ])
   .default({ exporter: 'off' });
 
 export type TracingStage = z.output<typeof tracingStage>;
 
 const consumerSettings = z.object({
-  /** Records per ingest invocation (Kafka ESM: 1-10000). */
-  batchSize: int(1, 10_000).default(500),
-  /** How long the ESM gathers records before invoking (0-300 s). */
-  batchingWindowSeconds: int(0, 300).default(1),
-  /** Where a new consumer group starts. Ignored once the group has committed offsets. */
-  startingPosition: z.enum(['LATEST', 'TRIM_HORIZON']).default('TRIM_HORIZON'),
-  /** Provisioned-mode pollers (1-200 each). */
-  minPollers: int(1, 200).default(1),
-  maxPollers: int(1, 200).default(2),
-  /**
-   * Provisioned mode: mappings with the same poller group share its pollers (and their
-   * cost) instead of each keeping its own minimum. Unset: each mapping has its own.
-   */
+  batchSize: int(1, 10_000).default(500).describe('Records per ingest invocation (Kafka ESM: 1-10000).'),
+  batchingWindowSeconds: int(0, 300).default(1).describe('How long the ESM gathers records before invoking (0-300 s).'),
+  startingPosition: z
+    .enum(['LATEST', 'TRIM_HORIZON'])
+    .default('TRIM_HORIZON')
+    .describe('Where a new consumer group starts. Ignored once the group has committed offsets.'),
+  minPollers: int(1, 200).default(1).describe('Provisioned-mode pollers each ingest mapping keeps running, at least.'),
+  maxPollers: int(1, 200).default(2).describe('Provisioned-mode pollers per ingest mapping, at most.'),
   pollerGroupName: z
     .string()
     .regex(/^[A-Za-z0-9_-]{1,128}$/, 'must be 1-128 characters of [A-Za-z0-9_-]')
-    .optional(),
-  /**
-   * ESM retries of a batch that keeps failing (infrastructure failures only: poison goes to
-   * the poison table). Finite, so that a dead database cannot block a partition forever;
-   * exhausted records go to the on-failure bucket, never silently dropped.
-   */
-  retryAttempts: int(0, 10_000).default(100),
-  /**
-   * Unset (the default): the mapping keeps records of any age, and retryAttempts alone bounds
-   * a failing batch. Set (60 s - 7 days): records older than this go to the on-failure bucket
-   * before the ingest function sees them, which synth warns about (cdk/constructs/kafka-ingest.ts).
-   */
-  maxRecordAgeSeconds: int(60, 604_800).optional(),
-  /** Ingest function memory and timeout. */
-  ingestMemoryMb: int(128, 10_240).default(512),
-  ingestTimeoutSeconds: int(3, 900).default(60),
-  /** Worker function memory, timeout and the rows it claims per round. */
-  workerMemoryMb: int(128, 10_240).default(512),
-  workerTimeoutSeconds: int(10, 900).default(120),
-  workerBatchSize: int(1, 10_000).default(100),
-  /**
-   * Workers of this consumer awake at once, at most (its slots, docs/worker.md "Wake-ups"):
-   * the schedule's, the one its ingest wakes, and those they fan out to.
-   */
-  workerMaxConcurrency: int(1, 100).default(4),
-  /**
-   * The worker function's reserved concurrency, an explicit choice checked against
-   * quotas.lambdaConcurrentExecutions: false (the default) reserves none, the consumer's
-   * slots alone bound its workers; true reserves workerMaxConcurrency + 1 (the one more is
-   * a scheduled or late invocation that finds every slot held and returns); a number
-   * reserves that many.
-   */
-  workerReservedConcurrency: z.union([z.boolean(), int(1, 1_000)]).default(false),
-  /** An awake worker keeps looking for new rows this long after the last it found (0: it stops at once). */
-  workerIdleSeconds: int(0, 300).default(10),
-  /** The ingest function wakes the worker, and workers fan out and hand over; false: the schedule alone. */
-  wakeUps: z.boolean().default(true),
+    .optional()
+    .describe(
+      'Provisioned mode: mappings with the same poller group share its pollers (and their cost) instead of each keeping its own minimum. Unset: each mapping has its own.',
+    ),
+  retryAttempts: int(0, 10_000)
+    .default(100)
+    .describe(
+      'ESM retries of a batch that keeps failing (infrastructure failures only: poison goes to the poison table). Finite, so that a dead database cannot block a partition forever; exhausted records go to the on-failure bucket, never silently dropped.',
+    ),
+  maxRecordAgeSeconds: int(60, 604_800)
+    .optional()
+    .describe(
+      'Unset (the default): the mapping keeps records of any age, and retryAttempts alone bounds a failing batch. Set (60 s - 7 days): records older than this go to the on-failure bucket before the ingest function sees them, which synth warns about (cdk/constructs/kafka-ingest.ts).',
+    ),
+  ingestMemoryMb: int(128, 10_240).default(512).describe("The ingest function's memory."),
+  ingestTimeoutSeconds: int(3, 900).default(60).describe("The ingest function's timeout."),
+  workerMemoryMb: int(128, 10_240).default(512).describe("The worker function's memory."),
+  workerTimeoutSeconds: int(10, 900).default(120).describe("The worker function's timeout."),
+  workerBatchSize: int(1, 10_000).default(100).describe('Rows a worker claims per batch.'),
+  workerMaxConcurrency: int(1, 100)
+    .default(4)
+    .describe(
+      'Workers of this consumer awake at once, at most (its slots, docs/worker.md "Wake-ups"): the schedule\'s, the one its ingest wakes, and those they fan out to.',
+    ),
+  workerReservedConcurrency: z
+    .union([z.boolean(), int(1, 1_000)])
+    .default(false)
+    .describe(
+      "The worker function's reserved concurrency, an explicit choice checked against quotas.lambdaConcurrentExecutions: false (the default) reserves none, the consumer's slots alone bound its workers; true reserves workerMaxConcurrency + 1 (the one more is a scheduled or late invocation that finds every slot held and returns); a number reserves that many.",
+    ),
+  workerIdleSeconds: int(0, 300)
+    .default(10)
+    .describe('An awake worker keeps looking for new rows this long after the last it found (0: it stops at once).'),
+  wakeUps: z
+    .boolean()
+    .default(true)
+    .describe('The ingest function wakes the worker, and workers fan out and hand over; false: the schedule alone.'),
 });
 
 /**
@@ -168,53 +172,69 @@ const withoutDefaults = Object.fromEntries(
 ) as unknown as { [K in keyof typeof consumerSettings.shape]: z.ZodOptional<z.ZodType<z.output<(typeof consumerSettings.shape)[K]>>> };
 
 const consumerOverride = z.object(withoutDefaults).extend({
-  /** Topics to subscribe to instead of the declaration's (e.g. a stage-specific prefix). */
-  topics: z.array(z.string().min(1).max(249)).min(1).optional(),
-  /** The Kafka consumer group; default: the consumer's name (suffixed per topic when it has several). */
-  consumerGroupId: z.string().regex(CONSUMER_GROUP_ID, 'must be 1-200 characters of [a-zA-Z0-9-/*:_+=.@]').optional(),
-  /** false: deploy nothing for this consumer in this stage. */
-  enabled: z.boolean().default(true),
-  /** Sets or replaces the declaration's schema registry in this stage (functions/framework/schema-registry.ts). */
-  schemaRegistry: schemaRegistrySchema.optional(),
-  /** The consumer stack it is deployed in, in this stage: replaces the declaration's choice (docs/stacks.md). */
-  stack: z.string().regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE).optional(),
-  /**
-   * The stack it is deployed in until now, when it moves: the acknowledgement that the move
-   * replaces its functions, mappings and schedule (docs/stacks.md "Moving a consumer").
-   */
-  movedFrom: z.string().regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE).optional(),
+  topics: z
+    .array(z.string().min(1).max(249))
+    .min(1)
+    .optional()
+    .describe("Topics to subscribe to instead of the declaration's (e.g. a stage-specific prefix)."),
+  consumerGroupId: z
+    .string()
+    .regex(CONSUMER_GROUP_ID, 'must be 1-200 characters of [a-zA-Z0-9-/*:_+=.@]')
+    .optional()
+    .describe("The Kafka consumer group; default: the consumer's name (suffixed per topic when it has several)."),
+  enabled: z.boolean().default(true).describe('false: deploy nothing for this consumer in this stage.'),
+  schemaRegistry: schemaRegistrySchema
+    .optional()
+    .describe("Sets or replaces the declaration's schema registry in this stage (functions/framework/schema-registry.ts)."),
+  stack: z
+    .string()
+    .regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE)
+    .optional()
+    .describe("The consumer stack it is deployed in, in this stage: replaces the declaration's choice (docs/stacks.md)."),
+  movedFrom: z
+    .string()
+    .regex(CONSUMER_STACK_KEY, CONSUMER_STACK_KEY_RULE)
+    .optional()
+    .describe(
+      'The stack it is deployed in until now, when it moves: the acknowledgement that the move replaces its functions, mappings and schedule (docs/stacks.md "Moving a consumer").',
+    ),
 });
 
-const stageSchema = z
+export const stageSchema = z
   .object({
-    /** Deployment environment. Omit both for environment-agnostic stacks. */
     account: z
       .string()
       .regex(/^\d{12}$/, 'must be a 12-digit account id')
-      .optional(),
+      .optional()
+      .describe("The stage's AWS account: set both account and region, or neither (environment-agnostic stacks)."),
     region: z
       .string()
       .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1')
-      .optional(),
-    /** Prefix of the stack names: `<prefix>-<stage>-stateful`. */
+      .optional()
+      .describe("The stage's region: set with account."),
     stackPrefix: z
       .string()
       .regex(/^[A-Za-z][A-Za-z0-9-]{0,40}$/)
-      .default('KafkaInbox'),
+      .default('KafkaInbox')
+      .describe('Prefix of the stack names: `<prefix>-<stage>-stateful`.'),
     msk: z
       .object({
-        /** An existing cluster, imported by ARN (no lookup). */
         clusterArn: z
           .string()
           .regex(MSK_CLUSTER_ARN, 'must be an MSK cluster ARN (arn:aws:kafka:<region>:<account>:cluster/<name>/<uuid>)')
-          .optional(),
-        /**
-         * The existing cluster's security group: the stack admits the outbox relay's security
-         * group to it on the IAM broker port (9098). Unset: that rule is the cluster owner's to add.
-         */
-        securityGroupId: z.string().regex(SECURITY_GROUP_ID, 'must be a security group id (sg-…)').optional(),
-        /** Create a small MSK Serverless cluster (IAM auth) in this stage's VPC: dev stages only. */
-        createDevCluster: z.boolean().default(false),
+          .optional()
+          .describe('An existing cluster, imported by ARN (no lookup).'),
+        securityGroupId: z
+          .string()
+          .regex(SECURITY_GROUP_ID, 'must be a security group id (sg-…)')
+          .optional()
+          .describe(
+            "The existing cluster's security group: the stack admits the outbox relay's security group to it on the IAM broker port (9098). Unset: that rule is the cluster owner's to add.",
+          ),
+        createDevCluster: z
+          .boolean()
+          .default(false)
+          .describe("Create a small MSK Serverless cluster (IAM auth) in this stage's VPC: dev stages only."),
       })
       .refine((m) => (m.clusterArn !== undefined) !== m.createDevCluster, {
         message: 'set exactly one of msk.clusterArn and msk.createDevCluster=true',
@@ -225,40 +245,46 @@ const stageSchema = z
       .prefault({}),
     network: z
       .object({
-        /**
-         * An existing VPC, imported by id without a lookup: the functions, the database and
-         * its endpoints go into subnetIds. Unset: the stack creates a VPC (isolated subnets, no NAT).
-         */
         vpcId: z
           .string()
           .regex(/^vpc-[0-9a-f]{8,17}$/, 'must be a VPC id (vpc-…)')
-          .optional(),
-        /** With vpcId: private subnets, in at least two availability zones, that reach the brokers and the AWS APIs the functions call. */
-        subnetIds: z.array(z.string().regex(SUBNET_ID, 'must be a subnet id (subnet-…)')).min(2).max(6).optional(),
-        /**
-         * The availability zone of each subnet (vpcId), or the zones of the created VPC. Given
-         * here, synth needs no lookup: required for a created VPC when account and region are set.
-         */
+          .optional()
+          .describe(
+            'An existing VPC, imported by id without a lookup: the functions, the database and its endpoints go into subnetIds. Unset: the stack creates a VPC (isolated subnets, no NAT).',
+          ),
+        subnetIds: z
+          .array(z.string().regex(SUBNET_ID, 'must be a subnet id (subnet-…)'))
+          .min(2)
+          .max(6)
+          .optional()
+          .describe(
+            'With vpcId: private subnets, in at least two availability zones, that reach the brokers and the AWS APIs the functions call.',
+          ),
         availabilityZones: z
           .array(z.string().regex(AVAILABILITY_ZONE, 'must be an availability zone name such as eu-west-1a'))
           .min(2)
           .max(6)
-          .optional(),
-        /** Created VPC only: its size and zones (when availabilityZones is unset). */
-        maxAzs: int(2, 3).optional(),
+          .optional()
+          .describe(
+            'The availability zone of each subnet (vpcId), or the zones of the created VPC. Given here, synth needs no lookup: required for a created VPC when account and region are set.',
+          ),
+        maxAzs: int(2, 3)
+          .optional()
+          .describe('Created VPC only: how many availability zones (default 2), when availabilityZones is unset.'),
         cidr: z
           .string()
           .regex(/^\d{1,3}(\.\d{1,3}){3}\/\d{1,2}$/, 'must be a CIDR block')
-          .optional(),
-        /** Created VPC only: how long its rejected-traffic flow logs are kept. */
-        flowLogRetentionDays: logRetentionDays.optional(),
-        /**
-         * Interface endpoints the stack creates, admitting the functions' security group only.
-         * Default: all three for a created VPC (it has no other way out); none for an existing
-         * one, whose NAT or own endpoints serve the functions (an endpoint with private DNS
-         * cannot be created twice in one VPC).
-         */
-        interfaceEndpoints: z.array(z.enum(INTERFACE_ENDPOINTS)).optional(),
+          .optional()
+          .describe('Created VPC only: its CIDR block (default 10.40.0.0/16).'),
+        flowLogRetentionDays: logRetentionDays
+          .optional()
+          .describe('Created VPC only: how long its rejected-traffic flow logs are kept (default 30 days).'),
+        interfaceEndpoints: z
+          .array(z.enum(INTERFACE_ENDPOINTS))
+          .optional()
+          .describe(
+            "Interface endpoints the stack creates, admitting the functions' security group only. Default: all three for a created VPC (it has no other way out); none for an existing one, whose NAT or own endpoints serve the functions (an endpoint with private DNS cannot be created twice in one VPC).",
+          ),
       })
       .strict()
       .superRefine((n, ctx) => {
@@ -301,107 +327,125 @@ const stageSchema = z
      */
     quotas: z
       .object({
-        /** The account's Lambda concurrent executions quota in the stage's region (`aws lambda get-account-settings`: AccountLimit.ConcurrentExecutions). */
-        lambdaConcurrentExecutions: int(10, 1_000_000).optional(),
+        lambdaConcurrentExecutions: int(10, 1_000_000)
+          .optional()
+          .describe(
+            "The account's Lambda concurrent executions quota in the stage's region (`aws lambda get-account-settings`: AccountLimit.ConcurrentExecutions).",
+          ),
       })
       .strict()
       .prefault({}),
     database: z
       .object({
-        /** Aurora PostgreSQL engine version: a supported major (16 or 17) and its minor. */
         engineVersion: z
           .string()
           .regex(/^(16|17)\.\d+$/, 'must be 16.x or 17.x')
-          .default('17.7'),
+          .default('17.7')
+          .describe('Aurora PostgreSQL engine version: a supported major (16 or 17) and its minor.'),
         databaseName: z
           .string()
           .regex(/^[a-z_][a-z0-9_]{0,62}$/)
-          .default('inbox'),
-        minCapacityAcu: z.number().min(0).max(256).default(0.5),
-        maxCapacityAcu: z.number().min(1).max(256).default(4),
-        readers: int(0, 15).default(0),
-        backupRetentionDays: int(1, 35).default(7),
-        deletionProtection: z.boolean().default(true),
-        /** Put an RDS Proxy between the functions and the cluster. */
-        rdsProxy: z.boolean().default(false),
-        /**
-         * The writer's max_connections, when its parameter group sets one (`show max_connections`).
-         * Unset: Aurora Serverless v2's default for the capacity range (cdk/connection-budget.ts).
-         */
-        maxConnections: int(1, 262_143).optional(),
-        /** How long the cluster's exported PostgreSQL log is kept in CloudWatch Logs. */
-        logRetentionDays: logRetentionDays.default(30),
+          .default('inbox')
+          .describe('The database the functions use.'),
+        minCapacityAcu: z.number().min(0).max(256).default(0.5).describe('Aurora Serverless v2 minimum capacity, ACU.'),
+        maxCapacityAcu: z
+          .number()
+          .min(1)
+          .max(256)
+          .default(4)
+          .describe("Aurora Serverless v2 maximum capacity, ACU: the writer's max_connections follows it only after the writer restarts."),
+        readers: int(0, 15).default(0).describe('Aurora Serverless v2 readers (the functions use the writer).'),
+        backupRetentionDays: int(1, 35).default(7).describe('Automated backups kept, days.'),
+        deletionProtection: z
+          .boolean()
+          .default(true)
+          .describe("The cluster's deletion protection; also the stateful stack's termination protection."),
+        rdsProxy: z.boolean().default(false).describe('Put an RDS Proxy between the functions and the cluster.'),
+        maxConnections: int(1, 262_143)
+          .optional()
+          .describe(
+            "The writer's max_connections, when its parameter group sets one (`show max_connections`). Unset: Aurora Serverless v2's default for the capacity range (cdk/connection-budget.ts).",
+          ),
+        logRetentionDays: logRetentionDays
+          .default(30)
+          .describe("How long the cluster's exported PostgreSQL log is kept in CloudWatch Logs."),
       })
       .refine((d) => d.minCapacityAcu <= d.maxCapacityAcu, { message: 'minCapacityAcu must not exceed maxCapacityAcu' })
       .prefault({}),
     /** Defaults for every consumer, then per-consumer overrides keyed by consumer name. */
     consumerDefaults: consumerSettings.prefault({}),
     consumers: z.record(z.string(), consumerOverride).default({}),
-    /** How many consumers one consumer stack may hold (docs/stacks.md). */
-    maxConsumersPerStack: int(1, MAX_CONSUMERS_PER_STACK).default(MAX_CONSUMERS_PER_STACK),
+    maxConsumersPerStack: int(1, MAX_CONSUMERS_PER_STACK)
+      .default(MAX_CONSUMERS_PER_STACK)
+      .describe('How many consumers one consumer stack may hold (docs/stacks.md).'),
     worker: z
       .object({
-        /** Row lease; longer than any worker invocation, so a live worker never loses its rows. */
-        leaseSeconds: int(30, 24 * 3600).default(300),
-        /** The worker stops claiming this long before its deadline. */
-        safetyMarginSeconds: int(1, 300).default(10),
+        leaseSeconds: int(30, 24 * 3600)
+          .default(300)
+          .describe('Row lease; longer than any worker invocation, so a live worker never loses its rows.'),
+        safetyMarginSeconds: int(1, 300).default(10).describe('The worker stops claiming this long before its deadline.'),
       })
       .prefault({}),
     reaper: z
       .object({
-        intervalMinutes: int(1, 60).default(1),
-        timeoutSeconds: int(10, 900).default(120),
-        /** The reaper starts no batch this close to its deadline. */
-        safetyMarginSeconds: int(1, 300).default(10),
-        batchSize: int(1, 100_000).default(1_000),
-        /**
-         * A consumer role's transaction running longer than this is ended by the reaper
-         * (docs/reaper.md, "Sessions past the bound"): above every consumer function's
-         * timeout, checked at synth. Default: Lambda's longest invocation.
-         */
-        consumerSessionBoundSeconds: int(60, 24 * 3600).default(DEFAULTS.consumerSessionBoundSeconds),
+        intervalMinutes: int(1, 60).default(1).describe("The reaper's schedule rate."),
+        timeoutSeconds: int(10, 900).default(120).describe("The reaper's timeout."),
+        safetyMarginSeconds: int(1, 300).default(10).describe('The reaper starts no batch this close to its deadline.'),
+        batchSize: int(1, 100_000).default(1_000).describe('Rows per reaper statement.'),
+        consumerSessionBoundSeconds: int(60, 24 * 3600)
+          .default(DEFAULTS.consumerSessionBoundSeconds)
+          .describe(
+            "A consumer role's transaction running longer than this is ended by the reaper (docs/reaper.md, \"Sessions past the bound\"): above every consumer function's timeout, checked at synth. Default: Lambda's longest invocation.",
+          ),
       })
       .prefault({}),
     relay: z
       .object({
-        /** The outbox relay's schedule rate, timeout and claim size. */
-        intervalMinutes: int(1, 60).default(1),
-        timeoutSeconds: int(10, 900).default(120),
-        /**
-         * The relay starts no claim or send this close to its deadline: longer than one send
-         * can take (connect + request timeouts, times the producer's retries).
-         */
-        safetyMarginSeconds: int(1, 300).default(30),
-        /**
-         * An outbox lane's lease: longer than a relay invocation can run (timeout + margin),
-         * so a live relay never loses a lane to another; the relay also caps it at the time
-         * its invocation has left.
-         */
-        leaseSeconds: int(30, 24 * 3600).default(300),
-        batchSize: int(1, 10_000).default(200),
-        /**
-         * The brokers' IAM bootstrap string (host:9098,…). Unset: looked up at deploy time
-         * (kafka:GetBootstrapBrokers on msk.clusterArn or the dev cluster).
-         */
+        intervalMinutes: int(1, 60)
+          .default(1)
+          .describe("The outbox relays' schedule rate (one relay per consumer that declares emits, in its consumer stack)."),
+        timeoutSeconds: int(10, 900).default(120).describe("The relays' timeout."),
+        safetyMarginSeconds: int(1, 300)
+          .default(30)
+          .describe(
+            "The relay starts no claim or send this close to its deadline: longer than one send can take (connect + request timeouts, times the producer's retries).",
+          ),
+        leaseSeconds: int(30, 24 * 3600)
+          .default(300)
+          .describe(
+            "An outbox lane's lease: longer than a relay invocation can run (timeout + margin), so a live relay never loses a lane to another; the relay also caps it at the time its invocation has left.",
+          ),
+        batchSize: int(1, 10_000).default(200).describe('Outbox rows per relay claim.'),
         bootstrapBrokers: z
           .string()
           .regex(/^[A-Za-z0-9.-]+:\d{1,5}(,[A-Za-z0-9.-]+:\d{1,5})*$/, 'must be host:port,host:port')
-          .optional(),
+          .optional()
+          .describe(
+            "The brokers' IAM bootstrap string (host:9098,…). Unset: looked up at deploy time (kafka:GetBootstrapBrokers on msk.clusterArn or the dev cluster).",
+          ),
       })
       .prefault({}),
     observability: z
       .object({
-        metricsNamespace: z.string().min(1).max(255).default('KafkaInbox'),
-        serviceName: z.string().min(1).max(100).default('kafka-inbox'),
-        logLevel: z.enum(['DEBUG', 'INFO', 'WARN', 'ERROR']).default('INFO'),
-        /** The functions' log groups, and those of the helper functions the CDK adds (custom resources, the trigger, the secret rotation). */
-        logRetentionDays: logRetentionDays.default(30),
-        /** Where the functions' spans go (docs/tracing.md); off by default. */
-        tracing: tracingStage,
+        metricsNamespace: z.string().min(1).max(255).default('KafkaInbox').describe("The CloudWatch namespace of the functions' metrics."),
+        serviceName: z.string().min(1).max(100).default('kafka-inbox').describe("The service name of the functions' logs and metrics."),
+        logLevel: z
+          .enum(['DEBUG', 'INFO', 'WARN', 'ERROR'])
+          .default('INFO')
+          .describe("The functions' application log level, in Lambda's logging configuration."),
+        logRetentionDays: logRetentionDays
+          .default(30)
+          .describe(
+            "The functions' log groups, and those of the helper functions the CDK adds (custom resources, the trigger, the secret rotation).",
+          ),
+        tracing: tracingStage.describe(
+          "Where the functions' spans go (docs/tracing.md): off (no tracing SDK is loaded; the context still travels in headers), collector-layer (a collector Lambda extension on localhost:4318 exports as its configuration says) or otlp (straight to an OTLP/HTTP endpoint the functions' subnets reach).",
+        ),
       })
       .prefault({}),
-    /** On-failure bucket (records the ESM gave up on): how long objects are kept, and their overwritten versions. */
-    failedRecordsRetentionDays: int(1, 3650).default(30),
+    failedRecordsRetentionDays: int(1, 3650)
+      .default(30)
+      .describe('On-failure bucket (records the ESM gave up on): how long objects are kept, and their overwritten versions.'),
     /**
      * The people who operate the stage (docs/ops.md, "Who did it"): each may call the ops
      * function's URL as their IAM principal, and connect to the database as their own role,
@@ -410,11 +454,14 @@ const stageSchema = z
     operators: z
       .array(
         z.strictObject({
-          name: z.string().regex(OPERATOR_NAME, 'must be 1-40 of a-z, 0-9 and _, starting with a letter'),
-          /** The IAM role (or user) they sign in as, in the stage's account. */
+          name: z
+            .string()
+            .regex(OPERATOR_NAME, 'must be 1-40 of a-z, 0-9 and _, starting with a letter')
+            .describe("The operator's name: their database role is inbox_ops_<name>."),
           principalArn: z
             .string()
-            .regex(IAM_PRINCIPAL_ARN, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)'),
+            .regex(IAM_PRINCIPAL_ARN, 'must be an IAM role or user ARN (arn:aws:iam::<account>:role/<name> or :user/<name>)')
+            .describe("The IAM role (or user) they sign in as, in the stage's account."),
         }),
       )
       .default([])
@@ -427,55 +474,63 @@ const stageSchema = z
       }),
     alarms: z
       .object({
-        /** Subscribed to the alarm topic (email confirmation needed). */
-        email: z.email().optional(),
-        /** An existing topic to send alarms to instead of creating one. */
+        email: z.email().optional().describe('Subscribed to the alarm topic (email confirmation needed).'),
         snsTopicArn: z
           .string()
           .regex(/^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]+$/, 'must be an SNS topic ARN')
-          .optional(),
-        quarantineDepth: int(0, 1_000_000).default(0),
-        poisonRecords: int(0, 1_000_000).default(0),
-        oldestDueAgeSeconds: int(60, 7 * 86_400).default(900),
-        offsetLag: int(1, 1_000_000_000).default(10_000),
-        functionErrors: int(0, 1_000_000).default(0),
-        esmFailedRecords: int(0, 1_000_000).default(0),
-        /** Consumers that emit events: the oldest outbox row not yet published, in seconds. */
-        outboxUnpublishedAgeSeconds: int(60, 7 * 86_400).default(300),
-        /** Consumers with a schema registry: SchemaRegistryErrorCount of their mappings. */
-        schemaRegistryErrors: int(0, 1_000_000).default(0),
-        /**
-         * ProcessingLatency (received → processed) percentiles, milliseconds: p50 above this
-         * means wake-ups are not working (the schedule alone gives ~30 s); p99 above this, the
-         * worker does not keep up or retries pile up.
-         */
-        processingLatencyP50Ms: int(100, 3_600_000).default(5_000),
-        processingLatencyP99Ms: int(100, 3_600_000).default(30_000),
-        /** Latency alarms look only at periods with at least this many processed rows: one slow retry is not a tail. */
-        latencyMinSamples: int(1, 1_000_000).default(50),
-        /** Consecutive 5-minute periods in breach before an alarm fires. */
-        evaluationPeriods: int(1, 100).default(1),
-        /**
-         * A scheduled function (each worker, the reaper, the relay) that has completed no
-         * invocation for this many periods (5 minutes, or its schedule's interval if longer)
-         * pages: its silence would otherwise hide everything it publishes.
-         */
-        heartbeatPeriods: int(1, 100).default(2),
-        /** Throttled invocations of any function in a period. */
-        functionThrottles: int(0, 1_000_000).default(0),
-        /** Messages in the schedules' dead-letter queue or the failed-invocations queue. */
-        failedInvocations: int(0, 1_000_000).default(0),
-        /** Aurora Serverless v2: capacity used, percent of the maximum ACU (ACUUtilization). */
-        databaseCapacityPercent: int(1, 100).default(90),
-        /**
-         * Connections, percent of the writer's max_connections (database.maxConnections, or
-         * Aurora's for the capacity range): the alarm's threshold and the stage's connection budget.
-         */
-        databaseConnectionsPercent: int(1, 100).default(80),
-        /** Moved to database.maxConnections: refused with that message. */
-        databaseMaxConnections: z.unknown().optional(),
-        /** Freeable memory below this percent of the memory at the maximum capacity. */
-        databaseFreeableMemoryPercent: int(1, 100).default(10),
+          .optional()
+          .describe('An existing topic to send alarms to instead of creating one.'),
+        quarantineDepth: int(0, 1_000_000).default(0).describe('Alarm when a consumer has more QUARANTINED rows than this.'),
+        poisonRecords: int(0, 1_000_000).default(0).describe('Alarm when more records than this are poisoned in a period.'),
+        oldestDueAgeSeconds: int(60, 7 * 86_400)
+          .default(900)
+          .describe('Alarm when the oldest due row has waited longer than this, seconds (not while the consumer is paused).'),
+        offsetLag: int(1, 1_000_000_000)
+          .default(10_000)
+          .describe('Alarm when an ingest mapping is more records than this behind its topic (OffsetLag).'),
+        functionErrors: int(0, 1_000_000).default(0).describe('Alarm when a function has more errors than this in a period.'),
+        esmFailedRecords: int(0, 1_000_000)
+          .default(0)
+          .describe('Alarm when a mapping gives up on more records than this in a period (they go to the on-failure bucket).'),
+        outboxUnpublishedAgeSeconds: int(60, 7 * 86_400)
+          .default(300)
+          .describe('Consumers that emit events: the oldest outbox row not yet published, in seconds.'),
+        schemaRegistryErrors: int(0, 1_000_000)
+          .default(0)
+          .describe('Consumers with a schema registry: SchemaRegistryErrorCount of their mappings.'),
+        processingLatencyP50Ms: int(100, 3_600_000)
+          .default(5_000)
+          .describe(
+            'ProcessingLatency (received → processed) p50 above this, milliseconds: wake-ups are not working (the schedule alone gives ~30 s).',
+          ),
+        processingLatencyP99Ms: int(100, 3_600_000)
+          .default(30_000)
+          .describe('ProcessingLatency p99 above this, milliseconds: the worker does not keep up, or retries pile up.'),
+        latencyMinSamples: int(1, 1_000_000)
+          .default(50)
+          .describe('Latency alarms look only at periods with at least this many processed rows: one slow retry is not a tail.'),
+        evaluationPeriods: int(1, 100).default(1).describe('Consecutive 5-minute periods in breach before an alarm fires.'),
+        heartbeatPeriods: int(1, 100)
+          .default(2)
+          .describe(
+            "A scheduled function (each worker, the reaper, the relay) that has completed no invocation for this many periods (5 minutes, or its schedule's interval if longer) pages: its silence would otherwise hide everything it publishes.",
+          ),
+        functionThrottles: int(0, 1_000_000).default(0).describe('Throttled invocations of any function in a period.'),
+        failedInvocations: int(0, 1_000_000)
+          .default(0)
+          .describe("Messages in the schedules' dead-letter queue or the failed-invocations queue."),
+        databaseCapacityPercent: int(1, 100)
+          .default(90)
+          .describe('Aurora Serverless v2: capacity used, percent of the maximum ACU (ACUUtilization).'),
+        databaseConnectionsPercent: int(1, 100)
+          .default(80)
+          .describe(
+            "Connections, percent of the writer's max_connections (database.maxConnections, or Aurora's for the capacity range): the alarm's threshold and the stage's connection budget.",
+          ),
+        databaseMaxConnections: z.unknown().optional().describe('Moved to database.maxConnections: refused with that message.'),
+        databaseFreeableMemoryPercent: int(1, 100)
+          .default(10)
+          .describe('Freeable memory below this percent of the memory at the maximum capacity.'),
       })
       .refine((a) => a.email === undefined || a.snsTopicArn === undefined, { message: 'set alarms.email or alarms.snsTopicArn, not both' })
       .refine((a) => a.databaseMaxConnections === undefined, {

@@ -1,6 +1,6 @@
 /**
- * The alarms, all sent to one SNS topic. Each description names its runbook section in the
- * README, so whoever is paged knows where to start.
+ * The alarms, all sent to one SNS topic. Each description names its runbook section in
+ * docs/runbooks.md, so whoever is paged knows where to start.
  *
  * Silence pages too. Counts that nobody emits are "nothing happened" (missing data does not
  * breach); but a scheduled function that stops running emits nothing at all, and with it
@@ -25,7 +25,7 @@ import type { StageConfig } from '../config';
 import { connectionsAlarmThreshold, maxConnectionsOf } from '../connection-budget';
 import type { InboxMetrics, MonitoredConsumer, MonitoredFunction } from './monitoring';
 
-/** Runbook section titles, as they appear in the README ("### Runbook: <title>"). */
+/** Runbook section titles, as they appear in docs/runbooks.md ("## Runbook: <title>"). */
 export const RUNBOOK = {
   quarantineDepth: 'Quarantine depth',
   poisonRecords: 'Poison records',
@@ -46,7 +46,7 @@ export const RUNBOOK = {
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
-  return `Runbook: README, section "Runbook: ${RUNBOOK[section]}".`;
+  return `Runbook: docs/runbooks.md, section "Runbook: ${RUNBOOK[section]}".`;
 }
 
 /** A function invoked on a schedule, whose silence must page. */

@@ -8,7 +8,7 @@
  * schedule — has the same asynchronous invocation config: no retry (the next tick, the next
  * ingest batch, or the operator runs it again; a replay must never run twice), no event
  * older than a minute (a schedule's tick is replaced by the next one), and the event of a
- * failed invocation kept in a queue with an alarm (README, "Runbook: Failed invocations").
+ * failed invocation kept in a queue with an alarm (docs/runbooks.md, "Runbook: Failed invocations").
  */
 import { ArnFormat, Duration, Stack, Tags } from 'aws-cdk-lib';
 import * as iam from 'aws-cdk-lib/aws-iam';

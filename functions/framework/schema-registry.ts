@@ -22,32 +22,55 @@ const KMS_KEY_ARN = /^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key\/(mrk-)?[a-f0-9-]
 const REGISTRY_URL = /^https:\/\/[a-zA-Z0-9\-/*:_+=.@]{1,9992}$/;
 
 const common = {
-  /** The attributes to validate. The value is what the inbox decodes; a validated KEY is stored as the text delivered. */
   validate: z
     .array(z.enum(['KEY', 'VALUE']))
     .min(1)
     .refine((a) => new Set(a).size === a.length, { message: 'each attribute once' })
-    .default(['VALUE']),
-  /** What the mapping delivers after validation (see above). */
-  recordFormat: z.enum(['JSON', 'SOURCE']).default('JSON'),
+    .default(['VALUE'])
+    .describe('The attributes to validate. The value is what the inbox decodes; a validated KEY is stored as the text delivered.'),
+  recordFormat: z
+    .enum(['JSON', 'SOURCE'])
+    .default('JSON')
+    .describe(
+      "What the mapping delivers after validation: JSON (Avro and Protobuf converted by the mapping) or SOURCE (the producer's body, framing removed, decoded by the function).",
+    ),
 };
 
 export const schemaRegistrySchema = z.discriminatedUnion('type', [
   /** An AWS Glue schema registry in the stack's own account and region (that is where the CDK grants schema reads). */
   z.strictObject({
     type: z.literal('glue'),
-    registryArn: z.string().regex(GLUE_REGISTRY_ARN, 'must be a Glue registry ARN (arn:aws:glue:<region>:<account>:registry/<name>)'),
+    registryArn: z
+      .string()
+      .regex(GLUE_REGISTRY_ARN, 'must be a Glue registry ARN (arn:aws:glue:<region>:<account>:registry/<name>)')
+      .describe(
+        "glue: the registry, arn:aws:glue:<region>:<account>:registry/<name>, in the stack's own account and region (synth checks it when the stage sets both).",
+      ),
     ...common,
   }),
   /** A Confluent (Cloud or self-managed) schema registry, reached with the credentials in a Secrets Manager secret. */
   z.strictObject({
     type: z.literal('confluent'),
-    url: z.string().regex(REGISTRY_URL, 'must be an https URL of letters, digits and -/*:_+=.@ only (Lambda SchemaRegistryURI)'),
-    /** BASIC_AUTH: the secret holds username and password; CLIENT_CERTIFICATE_TLS_AUTH: certificate, key and key password. */
-    authentication: z.enum(['BASIC_AUTH', 'CLIENT_CERTIFICATE_TLS_AUTH']),
-    secretArn: z.string().regex(SECRET_ARN, 'must be a complete Secrets Manager secret ARN (…:secret:<name>-<6 characters>)'),
-    /** The customer-managed key that encrypts the secret, if any. */
-    secretKmsKeyArn: z.string().regex(KMS_KEY_ARN, 'must be a KMS key ARN').optional(),
+    url: z
+      .string()
+      .regex(REGISTRY_URL, 'must be an https URL of letters, digits and -/*:_+=.@ only (Lambda SchemaRegistryURI)')
+      .describe("confluent: the registry's https URL."),
+    authentication: z
+      .enum(['BASIC_AUTH', 'CLIENT_CERTIFICATE_TLS_AUTH'])
+      .describe(
+        'confluent: BASIC_AUTH (the secret holds username and password; the only one the ingest function reads itself) or CLIENT_CERTIFICATE_TLS_AUTH (certificate, key and key password).',
+      ),
+    secretArn: z
+      .string()
+      .regex(SECRET_ARN, 'must be a complete Secrets Manager secret ARN (…:secret:<name>-<6 characters>)')
+      .describe(
+        "confluent: the complete ARN (with its 6-character suffix) of the Secrets Manager secret holding the registry's credentials.",
+      ),
+    secretKmsKeyArn: z
+      .string()
+      .regex(KMS_KEY_ARN, 'must be a KMS key ARN')
+      .optional()
+      .describe('confluent: the customer-managed key that encrypts the secret, if any.'),
     ...common,
   }),
 ]);

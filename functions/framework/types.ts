@@ -97,16 +97,27 @@ export interface HandlerContext {
   /**
    * Write domain audit entries (the declaration's `audit` trail), with the handler's effects.
    * The worker's fast path collects them and writes a batch's entries in one statement after
-   * its last stage, in the same savepoint; nothing reads them before the batch commits. So
+   * its last wave, in the same savepoint; nothing reads them before the batch commits. So
    * resolving does not mean written: an entry the trail refuses fails the fast path after
-   * its last stage, and the entries are written as they are then (do not change them after
+   * its last wave, and the entries are written as they are then (do not change them after
    * the call).
+   *
+   * @example
+   * await context.audit([
+   *   { source: event, subjectId: event.payload.caseId, change: 'CASE_CLOSED', before: { status: 'OPEN' }, after: { status: 'CLOSED' } },
+   * ]);
    */
   audit(entries: readonly AuditEntry[]): Promise<void>;
   /**
    * Emit events into integration.outbox; the relay publishes them after the commit. Each
    * event's id is derived from (consumer, source event id, type, ordinal): processing the
    * row again emits the same id, never a second, different event.
+   *
+   * @example
+   * // `eventType` must be one of the declaration's `emits`, which names its topic and version.
+   * await context.emit([
+   *   { source: event, eventType: 'regulatory.case.sla-obligation-opened.v1', aggregateId: caseId, payload: { caseId, dueAt } },
+   * ]);
    */
   emit(events: readonly Emission[]): Promise<void>;
 }
@@ -159,52 +170,134 @@ export interface EmittedEventDeclaration {
 /**
  * Writes a consumer's audit entries into its domain's audit table, in the handler's
  * transaction. One call may carry the entries of many handler calls: the worker's fast path
- * passes a batch's entries, of every stage, in the order they were made.
+ * passes a batch's entries, of every wave, in the order they were made.
  */
 export type AuditTrail = (tx: TransactionSql, consumerName: string, entries: readonly AuditEntry[]) => Promise<void>;
 
 export type { TablePrivileges };
 
+/**
+ * One consumer: what it reads, how its events are shaped, what each event type does, and how
+ * its failures and finished rows are treated. Listed in functions/consumers/index.ts, it is
+ * read by the functions (ingest, worker, relay, reaper, ops), the migration step (its
+ * database roles and grants) and the CDK app (its functions, mappings, schedules, alarms).
+ * Stage-specific settings (batch sizes, concurrency, topics per stage) live in the stage
+ * (docs/configuration.md), not here.
+ *
+ * @example
+ * import { DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from '../framework';
+ *
+ * export const caseSla: ConsumerDeclaration = {
+ *   name: 'case-sla',
+ *   topics: ['regulatory.case.events.v1'],
+ *   dialect: 'canonical',
+ *   mode: 'deferred',
+ *   handlers: { 'regulatory.case.accepted': { 1: caseAccepted } },
+ *   ignores: (eventType) => eventType.startsWith('regulatory.case.') && eventType !== 'regulatory.case.accepted',
+ *   retry: DEFAULT_RETRY,
+ *   retention: DEFAULT_RETENTION,
+ *   quarantinePolicy: 'hold-aggregate',
+ *   audit: caseAudit,
+ *   emits: {
+ *     'regulatory.case.sla-obligation-opened.v1': { topic: 'regulatory.case.sla-obligations.v1', eventVersion: 1, aggregateType: 'case' },
+ *   },
+ *   tables: {
+ *     'case_core.sla_obligation': { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
+ *     'case_core.case_audit': { insert: true },
+ *   },
+ * };
+ */
 export interface ConsumerDeclaration {
-  /** The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group by default. */
+  /**
+   * The dedupe namespace: (consumer_name, event_id) is unique. Also the Kafka consumer group
+   * by default, and the suffix of its database roles (`-` as `_`): at most 57 characters.
+   * @example name: 'case-projection'
+   */
   name: string;
+  /**
+   * The Kafka topics its ingest mappings read (a stage may replace them).
+   * @example topics: ['regulatory.case.events.v1']
+   */
   topics: string[];
+  /**
+   * How the records' JSON envelope is shaped: `canonical` (camelCase) or `snake_case`.
+   * @example dialect: 'canonical'
+   */
   dialect: Dialect;
+  /**
+   * `deferred`: the worker processes the rows ingest stored. `inline`: ingest processes them in
+   * its own transaction (a row behind an open one of its aggregate goes to the worker).
+   * @example mode: 'deferred'
+   */
   mode: Mode;
-  /** What the dialect lacks and the declaration supplies (snake_case has no aggregate type or producer). */
+  /**
+   * What the dialect lacks and the declaration supplies (snake_case has no aggregate type or producer).
+   * @example envelopeDefaults: { aggregateType: 'payment', producer: 'payment-service' }
+   */
   envelopeDefaults?: { aggregateType?: string; producer?: string };
+  /**
+   * The handler of each event type and version (defineHandler, defineBatchHandler). A type or
+   * version with no handler, not ignored, is quarantined `UNKNOWN_EVENT_TYPE`.
+   * @example handlers: { 'payment.completed': { 1: paymentCompleted, 2: paymentCompletedV2 } }
+   */
   handlers: HandlerTable;
-  /** Event types that are "not this consumer's business": recorded as IGNORED, not quarantined. */
+  /**
+   * Event types that are "not this consumer's business": recorded as IGNORED, not quarantined.
+   * @example ignores: (eventType) => !eventType.startsWith('regulatory.case.')
+   */
   ignores?: (eventType: string) => boolean;
+  /**
+   * Attempts and backoff of retryable failures, and how long a version gap is waited for.
+   * @example retry: { ...DEFAULT_RETRY, maxAttempts: 5 }
+   */
   retry: RetryPolicy;
+  /**
+   * How long finished rows keep their payload, how long their dedupe key is kept (the window
+   * must cover the topic's retention), and how long poison rows are kept (docs/reaper.md).
+   * @example retention: { ...DEFAULT_RETENTION, payloadRetentionDays: 7 }
+   */
   retention: RetentionPolicy;
   /**
    * Topics in Avro, Protobuf or JSON Schema: the mapping validates records against this
    * registry (and converts them to JSON) before the function sees them. See ./schema-registry.ts.
+   * @example schemaRegistry: { type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' }
    */
   schemaRegistry?: SchemaRegistryDeclaration;
   /**
    * A writer schema shipped with the consumer: every value is read with it instead of asking
    * a registry (docs/ingest.md, "Binary values"). `framing` is what precedes each value's
    * body: a Confluent or Glue header (skipped, its id ignored), or nothing (default).
+   * @example valueSchema: { format: 'AVRO', definition: JSON.stringify(paymentSchema), framing: 'confluent' }
    */
   valueSchema?: PinnedValueSchema;
-  /** Where the handlers' audit entries go (HandlerContext.audit); a consumer without one cannot audit. */
+  /**
+   * Where the handlers' audit entries go (HandlerContext.audit); a consumer without one cannot audit.
+   * @example audit: (tx, consumerName, entries) => writeCaseAudit(tx, consumerName, entries)
+   */
   audit?: AuditTrail;
-  /** The event types the handlers may emit (HandlerContext.emit), keyed by type; the relay publishes them. */
+  /**
+   * The event types the handlers may emit (HandlerContext.emit), keyed by type; the relay
+   * publishes them, and the consumer's relay may write to those topics only.
+   * @example emits: { 'payment.notified': { topic: 'payment.notifications.v1', eventVersion: 1, aggregateType: 'payment' } }
+   */
   emits?: Readonly<Record<string, EmittedEventDeclaration>>;
-  /** 'continue' when omitted. */
+  /**
+   * What a quarantined row means for the rows of its aggregate behind it; 'continue' when omitted.
+   * @example quarantinePolicy: 'hold-aggregate'
+   */
   quarantinePolicy?: QuarantinePolicy;
   /**
    * The tables outside the inbox that the handlers (and the audit trail) use, schema-qualified,
    * with what they do on each. The migration step grants exactly these to the consumer's
    * worker role, and to its ingest role when the consumer is inline; no other consumer's
    * role gets them. A statement on a table not named here fails with SQLSTATE 42501.
+   * @example tables: { 'billing.invoice_projection': { select: ['invoice_id'], insert: true, update: true } }
    */
   tables?: Readonly<Record<string, TablePrivileges>>;
   /**
    * The consumer stack it is deployed in (a key such as "payments"; "main" when omitted): a
    * stable choice, since moving a consumer replaces its mappings (docs/stacks.md).
+   * @example stack: 'payments'
    */
   stack?: string;
 }

@@ -8,56 +8,69 @@ import { DEFAULTS } from './config-defaults';
 import { boolean, integer, postgresUrl } from './env-values';
 
 export const databaseEnv = {
-  /** A full connection string (local runs, tests). One of DATABASE_URL, DB_SECRET_ARN, DB_IAM_USER. */
-  DATABASE_URL: postgresUrl.optional(),
-  /**
-   * The cluster's master secret (its JSON carries host, port, username, password, dbname):
-   * the migration function's, and only its, in AWS.
-   */
-  DB_SECRET_ARN: z.string().trim().startsWith('arn:', 'must be a secret ARN').optional(),
-  /**
-   * The database role to connect as with IAM database authentication (the runtime
-   * functions in AWS): every new connection signs a fresh token; no password exists.
-   * Needs DB_HOST, DB_NAME and AWS_REGION.
-   */
+  DATABASE_URL: postgresUrl
+    .optional()
+    .describe(
+      "A full connection string (local runs, tests; as a function's role, e.g. postgres://inbox_ops:…@…). One of DATABASE_URL, DB_SECRET_ARN, DB_IAM_USER.",
+    ),
+  DB_SECRET_ARN: z
+    .string()
+    .trim()
+    .startsWith('arn:', 'must be a secret ARN')
+    .optional()
+    .describe(
+      "The cluster's master secret (its JSON carries host, port, username, password, dbname): the migration function's, and only its, in AWS. The password never appears in the environment.",
+    ),
   DB_IAM_USER: z
     .string()
     .trim()
     .regex(/^[a-z_][a-z0-9_]{0,62}$/, 'must be a database role name')
-    .optional(),
-  /** The database host for DB_IAM_USER (cluster or RDS Proxy endpoint); overrides the secret's host. */
-  DB_HOST: z.string().trim().min(1).optional(),
-  DB_PORT: integer(1, 65_535).optional(),
-  /** The database name for DB_IAM_USER. */
-  DB_NAME: z.string().trim().min(1).optional(),
-  /** Set by Lambda: the region IAM database tokens and MSK IAM tokens are signed for. */
+    .optional()
+    .describe(
+      'The database role to connect as with IAM database authentication (the runtime functions in AWS): every new connection signs a token; no password exists. Needs DB_HOST, DB_NAME and AWS_REGION.',
+    ),
+  DB_HOST: z.string().trim().min(1).optional().describe("The database host (cluster or RDS Proxy endpoint); overrides the secret's host."),
+  DB_PORT: integer(1, 65_535).optional().describe("The database port; default the secret's, else 5432."),
+  DB_NAME: z.string().trim().min(1).optional().describe("The database name; default the secret's."),
   AWS_REGION: z
     .string()
     .trim()
     .regex(/^[a-z]{2}(-gov)?-[a-z]+-\d$/, 'must be a region such as eu-west-1')
-    .optional(),
-  /** 'require' outside localhost by default; 'disable' for local servers; IAM authentication: 'verify-full', always. */
-  DB_SSL: z.enum(['disable', 'require', 'verify-full']).optional(),
-  /** false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session. */
-  DB_PREPARE: boolean.default(true),
-  /** Connections one container may open at most: what the stage's connection budget counts (docs/capacity.md). */
-  DB_POOL_MAX: integer(1, 100).default(DEFAULTS.dbPoolMax),
-  /**
-   * An idle connection is closed after this long; one that idled longer while the container
-   * was frozen is closed when the next invocation begins, before anything is sent on it.
-   * Below the roles' idle_session_timeout, above the schedules' minute.
-   */
-  DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600).default(DEFAULTS.dbIdleTimeoutSeconds),
-  DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60).default(DEFAULTS.dbConnectTimeoutSeconds),
-  /**
-   * A connection that owes an answer and has heard nothing this long is taken for dead and
-   * closed, failing its statement at once (0: never). Above the role's statement_timeout,
-   * so a slow statement is cancelled by the server first; the CDK app sets it per function.
-   */
-  DB_QUERY_TIMEOUT_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.dbQueryTimeoutMs),
-  /** Retired: the session's timeouts are settings of the role (ALTER ROLE … SET); refused with that message. */
-  DB_STATEMENT_TIMEOUT_MS: z.string().optional(),
-  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.string().optional(),
+    .optional()
+    .describe('Set by Lambda: the region IAM database tokens and MSK IAM tokens are signed for.'),
+  DB_SSL: z
+    .enum(['disable', 'require', 'verify-full'])
+    .optional()
+    .describe(
+      'TLS to the database: require by default (disable for localhost); verify-full checks the chain and the host name, and is the only value allowed with DB_IAM_USER.',
+    ),
+  DB_PREPARE: boolean.default(true).describe('false behind RDS Proxy or PgBouncer: named prepared statements pin a proxied session.'),
+  DB_POOL_MAX: integer(1, 100)
+    .default(DEFAULTS.dbPoolMax)
+    .describe(
+      "Connections one container may open at most: what the stage's connection budget counts (docs/capacity.md). The CDK app sets 1, the ops function 2.",
+    ),
+  DB_IDLE_TIMEOUT_SECONDS: integer(1, 3600)
+    .default(DEFAULTS.dbIdleTimeoutSeconds)
+    .describe(
+      "An idle connection is closed after this long; one that idled longer while the container was frozen is closed when the next invocation begins, before anything is sent on it. Below the roles' idle_session_timeout, above the schedules' minute.",
+    ),
+  DB_CONNECT_TIMEOUT_SECONDS: integer(1, 60)
+    .default(DEFAULTS.dbConnectTimeoutSeconds)
+    .describe('Well inside the Lambda timeout: an unreachable database is reported, not waited for.'),
+  DB_QUERY_TIMEOUT_MS: integer(0, 15 * 60 * 1000)
+    .default(DEFAULTS.dbQueryTimeoutMs)
+    .describe(
+      "A connection that owes an answer and has heard nothing this long is taken for dead and closed, failing its statement at once (0: never). Above the role's statement_timeout, so the server cancels a slow statement first; the CDK app sets it per function. The session timeouts themselves are settings of each role, not variables (docs/design.md §12).",
+    ),
+  DB_STATEMENT_TIMEOUT_MS: z
+    .string()
+    .optional()
+    .describe("Retired, refused: statement_timeout is a setting of the function's database role."),
+  DB_IDLE_IN_TRANSACTION_TIMEOUT_MS: z
+    .string()
+    .optional()
+    .describe("Retired, refused: idle_in_transaction_session_timeout is a setting of the function's database role."),
 };
 
 /** Variables no longer read, and what replaced them. */

@@ -7,13 +7,10 @@ import { DEFAULTS } from './config-defaults';
 import { boolean, integer } from './env-values';
 
 export const ingestEnv = {
-  MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024).default(DEFAULTS.maxPayloadBytes),
-  MAX_JSON_DEPTH: integer(2, 10_000).default(DEFAULTS.maxJsonDepth),
-  /**
-   * The ingest function's: its consumer's schema registry as the stage resolved it (the
-   * declaration's `schemaRegistry`, JSON), where it reads writer schemas. Names and ARNs
-   * only; the credentials stay in the secret it names.
-   */
+  MAX_PAYLOAD_BYTES: integer(1, 64 * 1024 * 1024)
+    .default(DEFAULTS.maxPayloadBytes)
+    .describe('Larger records go to poison (PAYLOAD_TOO_LARGE, keeping a 4 KiB prefix, the size and the SHA-256).'),
+  MAX_JSON_DEPTH: integer(2, 10_000).default(DEFAULTS.maxJsonDepth).describe('Values nested deeper go to poison (JSON_TOO_DEEP).'),
   SCHEMA_REGISTRY: z
     .string()
     .trim()
@@ -25,39 +22,73 @@ export const ingestEnv = {
         return z.NEVER;
       }
     })
-    .optional(),
-  SCHEMA_REGISTRY_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.schemaRegistryTimeoutMs),
-  SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.schemaRegistrySecretMaxAgeSeconds),
+    .optional()
+    .meta({ accepts: 'JSON object' })
+    .describe(
+      "The ingest function's: its consumer's schemaRegistry as the stage resolved it, where it reads writer schemas (set by the CDK app). Names and ARNs only; the credentials stay in the secret it names.",
+    ),
+  SCHEMA_REGISTRY_TIMEOUT_MS: integer(100, 60_000)
+    .default(DEFAULTS.schemaRegistryTimeoutMs)
+    .describe('One writer-schema lookup, at most; longer counts as the registry being unavailable.'),
+  SCHEMA_REGISTRY_SECRET_MAX_AGE_SECONDS: integer(1, 24 * 3600)
+    .default(DEFAULTS.schemaRegistrySecretMaxAgeSeconds)
+    .describe(
+      "A Confluent registry's credentials are read from their secret again after this long (and at once when the registry refuses them).",
+    ),
 };
 
 export const workerEnv = {
-  WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize),
-  /** Rows of one aggregate a claim may take in order (its run); 1 takes one row per aggregate. */
-  WORKER_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.workerRunLength),
-  WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerSafetyMarginMs),
-  /** 0: stop at the first claim that finds nothing (the behaviour before wake-ups). */
-  WORKER_IDLE_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.workerIdleMs),
-  WORKER_POLL_MS: integer(10, 60 * 1000).default(DEFAULTS.workerPollMs),
-  WORKER_MAX_CONCURRENCY: integer(1, 1000).default(DEFAULTS.workerMaxConcurrency),
-  WORKER_FAN_OUT_DRAIN_SECONDS: integer(1, 15 * 60).default(DEFAULTS.workerFanOutDrainSeconds),
-  /**
-   * false: ingest wakes no worker and workers invoke none (no fan-out, no hand-over); the
-   * schedule alone starts them.
-   */
-  WAKE_UPS: boolean.default(true),
-  /** The ingest function's: its consumer's worker function, which it wakes (name or ARN). */
-  WORKER_FUNCTION_NAME: z.string().trim().min(1).optional(),
-  /** Set by Lambda: this function's own name (a worker invokes itself to fan out and hand over). */
-  AWS_LAMBDA_FUNCTION_NAME: z.string().trim().min(1).optional(),
-  LEASE_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.leaseSeconds),
+  WORKER_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.workerBatchSize).describe('Rows per claim.'),
+  WORKER_RUN_LENGTH: integer(1, 10_000)
+    .default(DEFAULTS.workerRunLength)
+    .describe(
+      'Consecutive due rows of one aggregate a claim may take (its run), applied in order in one batch; 1 takes one row per aggregate.',
+    ),
+  WORKER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000)
+    .default(DEFAULTS.workerSafetyMarginMs)
+    .describe('The worker stops claiming when less time than this remains in its invocation.'),
+  WORKER_IDLE_MS: integer(0, 15 * 60 * 1000)
+    .default(DEFAULTS.workerIdleMs)
+    .describe('An awake worker keeps claiming this long after the last rows it found (0: it stops at the first claim that finds nothing).'),
+  WORKER_POLL_MS: integer(10, 60 * 1000)
+    .default(DEFAULTS.workerPollMs)
+    .describe("An awake worker's pause between claims that find nothing."),
+  WORKER_MAX_CONCURRENCY: integer(1, 1000)
+    .default(DEFAULTS.workerMaxConcurrency)
+    .describe("The consumer's worker slots: workers awake at once, at most."),
+  WORKER_FAN_OUT_DRAIN_SECONDS: integer(1, 15 * 60)
+    .default(DEFAULTS.workerFanOutDrainSeconds)
+    .describe('A worker fans out when the due lanes would take it alone longer than this to drain.'),
+  WAKE_UPS: boolean
+    .default(true)
+    .describe('false: ingest wakes no worker and workers invoke none (no fan-out, no hand-over); the schedule alone starts them.'),
+  WORKER_FUNCTION_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe("The ingest function's: its consumer's worker function (name or ARN), which it wakes (set by the CDK app)."),
+  AWS_LAMBDA_FUNCTION_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe("Set by Lambda: this function's own name, the target of a worker's fan-out and hand-over."),
+  LEASE_SECONDS: integer(1, 24 * 3600)
+    .default(DEFAULTS.leaseSeconds)
+    .describe("A claim's lease (the worker's rows, the relay's lanes), never beyond the invocation's deadline."),
 };
 
 export const reaperEnv = {
-  REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize),
-  /** The reaper stops starting batches this long before its invocation's deadline. */
-  REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.reaperSafetyMarginMs),
-  /** A consumer role's session whose transaction is older than this is ended by the reaper. */
-  REAPER_SESSION_BOUND_SECONDS: integer(1, 24 * 3600).default(DEFAULTS.consumerSessionBoundSeconds),
+  REAPER_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.reaperBatchSize).describe('Rows per reaper statement.'),
+  REAPER_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000)
+    .default(DEFAULTS.reaperSafetyMarginMs)
+    .describe("The reaper stops starting batches this long before its invocation's deadline."),
+  REAPER_SESSION_BOUND_SECONDS: integer(1, 24 * 3600)
+    .default(DEFAULTS.consumerSessionBoundSeconds)
+    .describe(
+      'A consumer role\'s session whose transaction is older than this is ended by the reaper (docs/reaper.md, "Sessions past the bound").',
+    ),
 };
 
 type IngestEnv = z.infer<z.ZodObject<typeof ingestEnv>>;

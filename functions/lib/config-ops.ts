@@ -8,33 +8,57 @@ import { OPERATOR_NAME } from './database-roles';
 import { jsonRecord } from './env-values';
 
 export const opsEnv = {
-  /** Worker schedule names per consumer for the ops pause/resume commands: JSON {consumer: name}. */
-  SCHEDULE_GROUP_NAME: z.string().trim().min(1).optional(),
-  WORKER_SCHEDULES: jsonRecord(z.string(), 'must be a JSON object of consumer name to schedule name').optional(),
-  /** Each consumer's ingest event-source mappings for ops pause/resume --ingest: JSON {consumer: [uuid, …]}. */
-  INGEST_MAPPINGS: jsonRecord(
-    z.array(z.string().min(1)),
-    'must be a JSON object of consumer name to a list of event-source mapping UUIDs',
-  ).optional(),
-  /** Each consumer's worker function, which ops resume wakes: JSON {consumer: function name}. */
-  WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name').optional(),
-  /**
-   * The SSM path of the consumer directory (ops pause/resume in AWS): one parameter per
-   * consumer, written by its stack, naming its worker schedule and function and its ingest
-   * mappings (functions/ops/consumer-directory.ts). The explicit maps above win over it.
-   */
+  SCHEDULE_GROUP_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .optional()
+    .describe(
+      "The ops function's: the schedule group of the worker schedules (ops pause/resume) and of one-time replays (set by the CDK app).",
+    ),
+  WORKER_SCHEDULES: jsonRecord(z.string(), 'must be a JSON object of consumer name to schedule name')
+    .optional()
+    .describe(
+      'Ops pause/resume outside AWS (the local run, tests): each consumer\'s worker schedule, {"<consumer>": "<schedule name>"}; wins over CONSUMER_DIRECTORY.',
+    ),
+  INGEST_MAPPINGS: jsonRecord(z.array(z.string().min(1)), 'must be a JSON object of consumer name to a list of event-source mapping UUIDs')
+    .optional()
+    .describe(
+      'Ops pause/resume --ingest outside AWS (the local run, tests): each consumer\'s event-source mapping UUIDs, {"<consumer>": ["<uuid>", …]}; wins over CONSUMER_DIRECTORY.',
+    ),
+  WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name')
+    .optional()
+    .describe(
+      'Ops resume outside AWS (the local run, tests), which wakes the consumer\'s worker: {"<consumer>": "<function name>"}; wins over CONSUMER_DIRECTORY.',
+    ),
   CONSUMER_DIRECTORY: z
     .string()
     .trim()
     .regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /')
-    .optional(),
-  /** The ingest mappings' on-failure bucket, which ops reingest-failed reads. */
-  FAILED_RECORDS_BUCKET: z.string().trim().min(3).optional(),
-  /** The ops function's ARN: the target of one-time replay schedules (ops schedule-replay). */
-  OPS_FUNCTION_ARN: z.string().trim().startsWith('arn:', 'must be a Lambda function ARN').optional(),
-  /** The role EventBridge Scheduler assumes to invoke the ops function (ops schedule-replay). */
-  SCHEDULER_ROLE_ARN: z.string().trim().startsWith('arn:', 'must be an IAM role ARN').optional(),
-  /** The stage's operator principals (IAM role or user ARNs), JSON: the callers the ops function URL serves. */
+    .optional()
+    .describe(
+      'Ops pause/resume in AWS: the SSM path of the consumer directory, one parameter per consumer written by its stack, naming its worker schedule and function and its ingest mappings (set by the CDK app; docs/ops.md, "Finding what it switches").',
+    ),
+  FAILED_RECORDS_BUCKET: z
+    .string()
+    .trim()
+    .min(3)
+    .optional()
+    .describe("Ops reingest-failed: the ingest mappings' on-failure bucket (set by the CDK app)."),
+  OPS_FUNCTION_ARN: z
+    .string()
+    .trim()
+    .startsWith('arn:', 'must be a Lambda function ARN')
+    .optional()
+    .describe(
+      "Ops schedule-replay: the ops function's ARN, which one-time replay schedules invoke (in AWS, taken from the invocation instead).",
+    ),
+  SCHEDULER_ROLE_ARN: z
+    .string()
+    .trim()
+    .startsWith('arn:', 'must be an IAM role ARN')
+    .optional()
+    .describe('Ops schedule-replay: the role EventBridge Scheduler assumes to invoke the ops function (set by the CDK app).'),
   OPERATOR_PRINCIPALS: z
     .string()
     .trim()
@@ -52,11 +76,11 @@ export const opsEnv = {
       ctx.addIssue({ code: 'custom', message: 'must be a JSON array of IAM role or user ARNs' });
       return z.NEVER;
     })
-    .optional(),
-  /**
-   * The migration step's: the stage's operators, by name (comma-separated), whose own
-   * database roles (`inbox_ops_<name>`) it provisions (functions/inbox/operator-roles.ts).
-   */
+    .optional()
+    .meta({ accepts: 'JSON array of ARNs' })
+    .describe(
+      "The ops function's: the stage's operators' IAM principals (role or user ARNs), the callers its function URL serves (set by the CDK app).",
+    ),
   OPERATORS: z
     .string()
     .trim()
@@ -67,7 +91,11 @@ export const opsEnv = {
         .filter((name) => name !== ''),
     )
     .pipe(z.array(z.string().regex(OPERATOR_NAME, 'each must be 1-40 of a-z, 0-9 and _, starting with a letter')))
-    .optional(),
+    .optional()
+    .meta({ accepts: 'comma-separated names' })
+    .describe(
+      "The migration step's: the stage's operators by name, whose own database roles (inbox_ops_<name>) it provisions (set by the CDK app).",
+    ),
 };
 
 type OpsEnv = z.infer<z.ZodObject<typeof opsEnv>>;

@@ -7,14 +7,18 @@ import { DEFAULTS } from './config-defaults';
 import { integer } from './env-values';
 
 export const relayEnv = {
-  /** Outbox rows per relay claim, and of one aggregate per claim (its run, published in order). */
-  RELAY_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.relayBatchSize),
-  RELAY_RUN_LENGTH: integer(1, 10_000).default(DEFAULTS.relayRunLength),
-  /** The relay stops claiming (and publishing) this long before its invocation's deadline. */
-  RELAY_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000).default(DEFAULTS.relaySafetyMarginMs),
-  /** Published outbox rows deleted per retention statement. */
-  RELAY_PURGE_BATCH_SIZE: integer(1, 100_000).default(DEFAULTS.relayPurgeBatchSize),
-  /** The brokers the relay publishes to: host:port,host:port (MSK's IAM bootstrap string, port 9098). */
+  RELAY_BATCH_SIZE: integer(1, 10_000).default(DEFAULTS.relayBatchSize).describe('Outbox rows per relay claim.'),
+  RELAY_RUN_LENGTH: integer(1, 10_000)
+    .default(DEFAULTS.relayRunLength)
+    .describe('Outbox rows of one aggregate per claim (its run, published in order).'),
+  RELAY_SAFETY_MARGIN_MS: integer(0, 15 * 60 * 1000)
+    .default(DEFAULTS.relaySafetyMarginMs)
+    .describe(
+      'The relay starts no claim or send with less time left in its invocation: longer than one send can take (the CDK app sets 30 s).',
+    ),
+  RELAY_PURGE_BATCH_SIZE: integer(1, 100_000)
+    .default(DEFAULTS.relayPurgeBatchSize)
+    .describe('Published outbox rows deleted per retention statement.'),
   KAFKA_BROKERS: z
     .string()
     .trim()
@@ -25,16 +29,21 @@ export const relayEnv = {
         .filter((b) => b.length > 0),
     )
     .pipe(z.array(z.string().regex(/^[A-Za-z0-9.-]+:\d{1,5}$/, 'must be host:port')).min(1))
-    .optional(),
-  KAFKA_CLIENT_ID: z.string().trim().min(1).max(255).default(DEFAULTS.kafkaClientId),
-  KAFKA_CONNECTION_TIMEOUT_MS: integer(100, 60_000).default(DEFAULTS.kafkaConnectionTimeoutMs),
-  KAFKA_REQUEST_TIMEOUT_MS: integer(100, 120_000).default(DEFAULTS.kafkaRequestTimeoutMs),
-  /**
-   * Retries of each step of a send (connect, metadata, producer id, produce). At least 2:
-   * the Kafka client makes an idempotent producer's 0 or 1 mean "retry without end", and a
-   * send must end within the invocation.
-   */
-  KAFKA_RETRIES: integer(2, 100).default(DEFAULTS.kafkaRetries),
+    .optional()
+    .meta({ accepts: 'host:port,host:port' })
+    .describe("The relay's brokers (MSK's IAM bootstrap string, port 9098); set by the CDK app."),
+  KAFKA_CLIENT_ID: z.string().trim().min(1).max(255).default(DEFAULTS.kafkaClientId).describe("The relay's producer's client id."),
+  KAFKA_CONNECTION_TIMEOUT_MS: integer(100, 60_000)
+    .default(DEFAULTS.kafkaConnectionTimeoutMs)
+    .describe("The producer's connection timeout (docs/relay.md)."),
+  KAFKA_REQUEST_TIMEOUT_MS: integer(100, 120_000)
+    .default(DEFAULTS.kafkaRequestTimeoutMs)
+    .describe("The producer's request timeout (docs/relay.md)."),
+  KAFKA_RETRIES: integer(2, 100)
+    .default(DEFAULTS.kafkaRetries)
+    .describe(
+      'Retries of each step of a send (connect, metadata, producer id, produce). At least 2: the Kafka client makes an idempotent producer\'s 0 or 1 mean "retry without end", and a send must end within the invocation.',
+    ),
 };
 
 /** The relay's variables, with the two it shares: the lease (the worker's) and the region (the database's). */

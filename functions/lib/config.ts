@@ -31,10 +31,19 @@ import type { TracingConfig } from './tracing';
  * exporter (lib/tracing.ts); the SDK reads the rest itself. Only OTLP over HTTP is built in.
  */
 const tracingEnv = {
-  OTEL_TRACES_EXPORTER: z.enum(['otlp', 'none'], { message: 'otlp or none (the functions export spans over OTLP/HTTP only)' }).optional(),
-  OTEL_SDK_DISABLED: z.enum(['true', 'false']).optional(),
-  OTEL_EXPORTER_OTLP_PROTOCOL: z.enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' }).optional(),
-  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z.enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' }).optional(),
+  OTEL_TRACES_EXPORTER: z
+    .enum(['otlp', 'none'], { message: 'otlp or none (the functions export spans over OTLP/HTTP only)' })
+    .optional()
+    .describe('otlp loads the tracing SDK and exports spans over OTLP/HTTP (docs/tracing.md); unset or none: no SDK is loaded.'),
+  OTEL_SDK_DISABLED: z.enum(['true', 'false']).optional().describe('true: no tracing SDK, whatever OTEL_TRACES_EXPORTER says.'),
+  OTEL_EXPORTER_OTLP_PROTOCOL: z
+    .enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' })
+    .optional()
+    .describe('The OTLP/HTTP body encoding: http/protobuf (the default) or http/json.'),
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: z
+    .enum(['http/protobuf', 'http/json'], { message: 'http/protobuf or http/json' })
+    .optional()
+    .describe('The same for traces only; wins over OTEL_EXPORTER_OTLP_PROTOCOL.'),
 };
 
 function tracingConfig(e: z.infer<z.ZodObject<typeof tracingEnv>>): TracingConfig {
@@ -62,30 +71,63 @@ export type Env = Record<string, string | undefined>;
  * empty values take the default; a set value that does not parse is an error naming the
  * variable.
  */
-const schema = z
-  .object({
-    ...databaseEnv,
-    /** Which consumer declaration this function serves (ingest and worker). */
-    CONSUMER_NAME: z.string().trim().min(1).optional(),
-    ...ingestEnv,
-    ...workerEnv,
-    ...reaperEnv,
-    ...relayEnv,
-    ...opsEnv,
-    ...tracingEnv,
-    METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace),
-    SERVICE_NAME: z.string().trim().min(1).default(DEFAULTS.serviceName),
-    /**
-     * The log level is Powertools Logger's to read, as it documents: AWS_LAMBDA_LOG_LEVEL
-     * (Lambda's advanced logging controls, which the CDK sets) wins, then
-     * POWERTOOLS_LOG_LEVEL, then LOG_LEVEL; INFO when none is set. They are parsed here
-     * only so that a typo fails the cold start naming the variable: the Logger would
-     * quietly log at INFO.
-     */
-    POWERTOOLS_LOG_LEVEL: logLevel.optional(),
-    LOG_LEVEL: logLevel.optional(),
-  })
-  .superRefine(refineDatabaseEnv);
+export const ENVIRONMENT = z.object({
+  ...databaseEnv,
+  CONSUMER_NAME: z.string().trim().min(1).optional().describe('The consumer declaration an ingest, worker or relay function serves.'),
+  ...ingestEnv,
+  ...workerEnv,
+  ...reaperEnv,
+  ...relayEnv,
+  ...opsEnv,
+  ...tracingEnv,
+  METRICS_NAMESPACE: z.string().trim().min(1).default(DEFAULTS.metricsNamespace).describe('The CloudWatch namespace of the metrics.'),
+  SERVICE_NAME: z
+    .string()
+    .trim()
+    .min(1)
+    .default(DEFAULTS.serviceName)
+    .describe('The service dimension of the metrics and the service of the logs.'),
+  /*
+   * The log level is Powertools Logger's to read, as it documents. They are parsed here
+   * only so that a typo fails the cold start naming the variable: the Logger would
+   * quietly log at INFO.
+   */
+  POWERTOOLS_LOG_LEVEL: logLevel
+    .optional()
+    .describe("Read by Powertools Logger after Lambda's AWS_LAMBDA_LOG_LEVEL (which the CDK app sets); INFO when neither is set."),
+  LOG_LEVEL: logLevel.optional().describe('Read by Powertools Logger after POWERTOOLS_LOG_LEVEL.'),
+});
+
+const schema = ENVIRONMENT.superRefine(refineDatabaseEnv);
+
+/**
+ * Variables the CDK app sets that the functions' code does not parse: Node.js, Lambda,
+ * Powertools or the OpenTelemetry SDK read them. Listed so that the configuration reference
+ * names every variable a function is given (test/cdk/environment-documented.test.ts).
+ */
+export const READ_BY_OTHERS: Readonly<Record<string, { readBy: string; description: string }>> = {
+  NODE_EXTRA_CA_CERTS: {
+    readBy: 'Node.js',
+    description:
+      "The RDS certificate authorities: /var/runtime/ca-cert.pem, the Lambda runtime's Amazon bundle (Node.js 20 and later runtimes no longer load it by default). Not set behind RDS Proxy, whose certificate chains to public roots.",
+  },
+  AWS_LAMBDA_LOG_LEVEL: {
+    readBy: 'Lambda, Powertools Logger',
+    description: "The functions' application log level, from the stage's observability.logLevel (Lambda's logging configuration).",
+  },
+  POWERTOOLS_SERVICE_NAME: { readBy: 'Powertools', description: 'The same as SERVICE_NAME, for Powertools.' },
+  POWERTOOLS_METRICS_NAMESPACE: { readBy: 'Powertools Metrics', description: 'The same as METRICS_NAMESPACE, for Powertools.' },
+  OTEL_EXPORTER_OTLP_ENDPOINT: {
+    readBy: 'OpenTelemetry SDK',
+    description: "Where spans go: the stage's otlp endpoint, or the collector extension on http://localhost:4318 (docs/tracing.md).",
+  },
+  OTEL_TRACES_SAMPLER: { readBy: 'OpenTelemetry SDK', description: "The stage's tracing sampler (docs/tracing.md)." },
+  OTEL_TRACES_SAMPLER_ARG: { readBy: 'OpenTelemetry SDK', description: 'The ratio of a traceidratio sampler.' },
+  OPENTELEMETRY_COLLECTOR_CONFIG_URI: {
+    readBy: 'the collector extension',
+    description: "The collector's configuration, with the stage's collector-layer tracing and a configUri.",
+  },
+};
 
 export interface Config extends IngestConfig, OpsConfig {
   database: DatabaseConfig;

@@ -17,12 +17,14 @@ export const boolean = z
   .trim()
   .toLowerCase()
   .pipe(z.enum(['true', 'false', '1', '0', 'yes', 'no']))
-  .transform((v) => v === 'true' || v === '1' || v === 'yes');
+  .transform((v) => v === 'true' || v === '1' || v === 'yes')
+  .meta({ accepts: 'true or false (also 1/0, yes/no)' });
 
 export const postgresUrl = z
   .string()
   .trim()
-  .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL');
+  .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL')
+  .meta({ accepts: 'postgres:// URL' });
 
 /** A JSON object of consumer name to a value of `value`'s shape. */
 export function jsonRecord<T extends z.ZodType>(value: T, message: string) {
@@ -36,7 +38,8 @@ export function jsonRecord<T extends z.ZodType>(value: T, message: string) {
         ctx.addIssue({ code: 'custom', message });
         return z.NEVER;
       }
-    });
+    })
+    .meta({ accepts: 'JSON object' });
 }
 
 /** The levels Powertools Logger accepts, in any case. */
@@ -44,4 +47,5 @@ export const logLevel = z
   .string()
   .trim()
   .toUpperCase()
-  .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'CRITICAL', 'SILENT']));
+  .pipe(z.enum(['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR', 'CRITICAL', 'SILENT']))
+  .meta({ accepts: 'TRACE, DEBUG, INFO, WARN, ERROR, CRITICAL, SILENT (any case)' });

@@ -15,8 +15,7 @@ import type { Outcome } from '../inbox/types';
 import { logKeysOf } from '../lib/tracing';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
-import type { BatchReport, RowResult } from './process-batch';
-import type { WorkerResult } from './run-worker';
+import type { BatchReport, RowResult, WorkerResult } from './batch-types';
 
 /** Which count an outcome adds to. */
 const COUNTER = {

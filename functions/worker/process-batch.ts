@@ -6,10 +6,10 @@
  *       takeover are skipped, and the reaper cannot release the others mid-batch)
  *     walk each lane's run in order; settle what needs no database work: IGNORED, unknown
  *       type/version, invalid payload, attempt budget already spent
- *     fast path: one savepoint; the runs' rows in stages (stage k = the k-th row of every
- *       run), each stage's handlers issued at once (postgres.js pipelines them on the
- *       transaction's connection; a set-based handler gets the stage's events in one
- *       call), the next stage after the last one finished; the stages' audit entries in
+ *     fast path: one savepoint; the runs' rows in waves (wave k = the k-th row of every
+ *       run), each wave's handlers issued at once (postgres.js pipelines them on the
+ *       transaction's connection; a set-based handler gets the wave's events in one
+ *       call), the next wave after the last one finished; the waves' audit entries in
  *       one statement; release
  *     slow path, only when something in the fast path failed: roll that savepoint back,
  *       run the lanes again by halves (each half a fast path in its own savepoint, a half
@@ -21,8 +21,8 @@
  *
  * A run stops at its first row that does not succeed (retried, quarantined): the rows
  * after it are handed back untouched, their attempt refunded, behind it in their lane. A
- * stage holds one row per aggregate, so the rows of a stage never depend on each other;
- * an aggregate's rows run one stage after another, in order.
+ * wave holds one row per aggregate, so the rows of a wave never depend on each other;
+ * an aggregate's rows run one wave after another, in order.
  *
  * Side effects, statuses and lanes commit together or not at all. If the transaction fails
  * as a whole (connection lost, commit refused) nothing of it is applied and the rows are
@@ -33,7 +33,7 @@
  * How the rows run (each row's step, the fast path, the slow path) is run-lanes.ts; this
  * module holds the transaction around them: the fence, and the settlement it commits.
  */
-import { quarantinePolicyOf, type ConsumerDeclaration } from '../framework/types';
+import { quarantinePolicyOf } from '../framework/types';
 import type { Claim, ClaimedRow } from '../inbox/claim-due';
 import { completeRows } from '../inbox/complete';
 import { lockOwnedRows } from '../inbox/lock-owned';
@@ -41,58 +41,15 @@ import { releaseClaimed } from '../inbox/release-claimed';
 import { releaseSuccessors, type ProcessedVersion } from '../inbox/release-successors';
 import { holdLanes, wakeLanes, type LaneHold, type LaneKey } from '../inbox/lanes';
 import type { Outcome } from '../inbox/types';
-import type { RowSpans } from '../framework/row-spans';
-import type { Sql, TransactionSql } from '../lib/db';
+import type { TransactionSql } from '../lib/db';
+import type { BatchContext, BatchLane, BatchReport } from './batch-types';
 import { failedOutcome, runLanes, stepOf, type LaneResult } from './run-lanes';
 
-export interface RowResult {
-  row: ClaimedRow;
-  outcome: Outcome;
-  durationMs: number;
-}
-
-/**
- * A lane's share of one batch: `rows` to process now, in order; `rest` claimed with them
- * and queued behind them (the per-row fallback processes a run one row per transaction).
- */
-export interface BatchLane {
-  aggregateType: string;
-  aggregateId: string;
-  rows: ClaimedRow[];
-  rest: ClaimedRow[];
-}
+export type { BatchContext, BatchLane, BatchReport, RowResult } from './batch-types';
 
 /** A claim's lanes as one batch. */
 export function lanesOf(claim: Claim): BatchLane[] {
   return claim.lanes.map((l) => ({ ...l, rest: [] }));
-}
-
-export interface BatchReport {
-  /** Rows whose outcome committed with the batch. */
-  completed: RowResult[];
-  /** Rows handed back without being run: not started in time, or behind a row of their run that did not succeed. */
-  released: ClaimedRow[];
-  /** True when the time budget ran out before some rows were started. */
-  outOfTime: boolean;
-  /** Rows no longer ours when the batch began (lease expired and taken over): untouched. */
-  lost: ClaimedRow[];
-  /** True when a failure in the fast path sent the batch through the slow path (by halves, then row by row). */
-  slowPath: boolean;
-  /** Per lane, in the batch's order: did its run stop at a row that did not succeed. */
-  stopped: boolean[];
-}
-
-export interface BatchContext {
-  sql: Sql;
-  consumer: ConsumerDeclaration;
-  owner: string;
-  /** Milliseconds left in the invocation. */
-  remainingMs: () => number;
-  /** Do not start a handler with less time than this left. */
-  safetyMarginMs: number;
-  random?: () => number;
-  /** The batch's rows' processing spans (framework/row-spans.ts): the context each handler runs in. */
-  trace?: RowSpans;
 }
 
 /** The hold a run that stopped at `stoppedBy` puts on its lane, if any (quarantine policy hold-aggregate). */

@@ -1,6 +1,6 @@
 /**
  * How a batch's rows run (process-batch.ts holds the transaction around them): each row's
- * step decided before anything runs, the fast path (every run's rows in stages, in one
+ * step decided before anything runs, the fast path (every run's rows in waves, in one
  * savepoint) and the slow path it falls back to (the lanes by halves, a failing lane row by
  * row, each row in its own savepoint).
  */
@@ -13,7 +13,7 @@ import { outcomeForExhausted, outcomeForFailure } from '../framework/outcome';
 import type { ClaimedRow } from '../inbox/claim-due';
 import type { Outcome } from '../inbox/types';
 import type { TransactionSql } from '../lib/db';
-import type { BatchContext, RowResult } from './process-batch';
+import type { BatchContext, RowResult } from './batch-types';
 
 interface Runnable {
   row: ClaimedRow;
@@ -57,18 +57,18 @@ export function stepOf(ctx: BatchContext, row: ClaimedRow): Step {
 }
 
 /**
- * The units of one stage: the events of a set-based handler together (one statement for
- * all of them), every other event on its own. The rows of a stage are of different
+ * The units of one wave: the events of a set-based handler together (one statement for
+ * all of them), every other event on its own. The rows of a wave are of different
  * aggregates, so the units are independent of each other.
  */
 function units(
   consumer: ConsumerDeclaration,
-  stage: readonly Runnable[],
+  wave: readonly Runnable[],
   audits: AuditBatch,
 ): { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] {
   const grouped = new Map<BatchEventHandler<any>, Runnable[]>();
   const out: { rows: ClaimedRow[]; run: (tx: TransactionSql) => Promise<void> }[] = [];
-  for (const r of stage) {
+  for (const r of wave) {
     if (isBatchHandler(r.handler)) {
       const group = grouped.get(r.handler);
       if (group === undefined) grouped.set(r.handler, [r]);
@@ -94,8 +94,8 @@ function units(
 }
 
 /**
- * Every run's runnable rows, stage by stage, in one savepoint, and their audit entries in
- * one statement after the last stage (a stage's only other statement per handler). Resolves
+ * Every run's runnable rows, wave by wave, in one savepoint, and their audit entries in
+ * one statement after the last wave (a wave's only other statement per handler). Resolves
  * to per-row durations, or undefined if anything failed (the savepoint is then rolled back).
  */
 async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly Runnable[][]): Promise<Map<string, number> | undefined> {
@@ -105,12 +105,12 @@ async function runFastPath(ctx: BatchContext, tx: TransactionSql, runs: readonly
   try {
     await tx.savepoint(async (sp) => {
       for (let k = 0; k < depth; k++) {
-        const stage = runs.flatMap((run) => (k < run.length ? [run[k]!] : []));
+        const wave = runs.flatMap((run) => (k < run.length ? [run[k]!] : []));
         // allSettled, not all: every handler must have finished issuing its statements
         // before the savepoint is rolled back, or a slow handler's later statements would
         // land outside it.
         const results = await Promise.allSettled(
-          units(ctx.consumer, stage, audits).map(async ({ rows, run }) => {
+          units(ctx.consumer, wave, audits).map(async ({ rows, run }) => {
             const started = performance.now();
             await run(sp);
             const elapsed = performance.now() - started;

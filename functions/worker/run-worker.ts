@@ -18,7 +18,10 @@ import type { Sql } from '../lib/db';
 import { tracer } from '../lib/tracing';
 import { noOutcomes, publishNewOutcomes, publishRemainingOutcomes, recordReports, type OutcomeCounts } from './batch-outcomes';
 import { runClaimedBatch } from './claimed-batch';
-import { handBackLost, lanesOf, type BatchContext } from './process-batch';
+import type { BatchContext, StopReason, WorkerResult } from './batch-types';
+import { handBackLost, lanesOf } from './process-batch';
+
+export type { StopReason, WorkerResult } from './batch-types';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -63,34 +66,6 @@ export interface BatchStats {
   /** Lanes claimed and milliseconds spent claiming and processing, since the invocation began. */
   totalLanes: number;
   busyMs: number;
-}
-
-/** Why the loop ended. */
-export type StopReason =
-  /** A claim found nothing due (not awake). */
-  | 'drained'
-  /** Awake, and nothing was due for the idle interval. */
-  | 'idle'
-  /** The time budget ran out (less than the safety margin left, or a batch stopped short of it). */
-  | 'budget'
-  /** A batch failed as a whole for a reason worth retrying (the database). */
-  | 'failed'
-  /** beforeClaim said stop. */
-  | 'stopped'
-  /** The consumer's processing is paused (ops pause): the claim took nothing. */
-  | 'paused';
-
-export interface WorkerResult {
-  claimed: number;
-  processed: number;
-  retried: number;
-  quarantined: number;
-  ignored: number;
-  /** Claimed but not started before the time budget ran out; handed back as due. */
-  released: number;
-  /** Taken over by another owner after this worker's lease expired; left untouched. */
-  lost: number;
-  stoppedBy: StopReason;
 }
 
 const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

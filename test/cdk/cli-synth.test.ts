@@ -4,7 +4,7 @@
  * the app's own cdk-nag checks, so a new unacknowledged finding fails here too, and any
  * warning the CLI prints (an unanswered annotation, an unset feature flag) fails every stage;
  * each prints its connection budget.
- * Every stage of cdk.json is synthesized this way, and every stage the README shows is one
+ * Every stage of cdk.json is synthesized this way, and every stage docs/deploying.md shows is one
  * of them, verbatim.
  */
 import { spawnSync } from 'node:child_process';
@@ -95,9 +95,9 @@ it.each(STAGES.filter((stage) => stage !== 'dev' && stage !== 'example-schema-re
   },
 );
 
-it('shows in the README only stages that cdk.json has, exactly as cdk.json has them', () => {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  // A stage in the README is a JSON block "<name>": { … } whose value has msk (which every stage must set).
+it('shows in docs/deploying.md only stages that cdk.json has, exactly as cdk.json has them', () => {
+  const readme = readFileSync(new URL('../../docs/deploying.md', import.meta.url), 'utf8');
+  // A stage in the document is a JSON block "<name>": { … } whose value has msk (which every stage must set).
   const blocks = [...readme.matchAll(/```json\n("[A-Za-z0-9-]+": \{[\s\S]*?\n\})\n```/g)].map(
     (m) => JSON.parse(`{${m[1]!}}`) as Record<string, Record<string, unknown>>,
   );

@@ -38,7 +38,7 @@ const functionsBy = (t: Template, description: RegExp) =>
   resources(t, 'AWS::Lambda::Function').filter(([, f]) => description.test(String(f.Properties.Description)));
 const roleOf = (f: Resource) => (f.Properties.Role as { 'Fn::GetAtt': [string, string] })['Fn::GetAtt'][0];
 const alarmsOf = (t: Template) => resources(t, 'AWS::CloudWatch::Alarm');
-const README = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const RUNBOOKS = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
 
 /** The alarm that notifies about `section`, whose metrics or description mention `about`. */
 function notifying(t: Template, section: string, about: (a: Resource) => boolean) {
@@ -91,7 +91,7 @@ describe('silence pages: a heartbeat per scheduled function', () => {
       expect(found[0]![1].Properties.AlarmActions).toHaveLength(1);
       expect(found[0]![1].Properties.TreatMissingData).toBe('breaching');
     }
-    expect(README).toContain(`### Runbook: ${RUNBOOK.functionSilent}\n`);
+    expect(RUNBOOKS).toContain(`## Runbook: ${RUNBOOK.functionSilent}\n`);
   });
 
   it("covers the reaper's gauges: the backlog alarms read only what the reaper publishes, and its heartbeat pages when it stops", () => {
@@ -209,7 +209,7 @@ describe('failures page: queues, throttles, the database', () => {
       expect(found, metric).toHaveLength(1);
       expect(found[0]![1].Properties).toMatchObject({ Namespace: 'AWS/RDS', ComparisonOperator: operator, Threshold: threshold });
       expect(JSON.stringify(found[0]![1].Properties.Dimensions)).toContain('DBClusterIdentifier');
-      expect(README).toContain(`### Runbook: ${section}\n`);
+      expect(RUNBOOKS).toContain(`## Runbook: ${section}\n`);
     }
     // dev: 0.5–2 ACU, 400 connections (between AWS's 189 at 1 ACU and 823 at 4); the alarm at 80 %.
     expect(serverlessV2MaxConnections(0.5, max).value).toBe(400);
@@ -223,7 +223,7 @@ describe('failures page: queues, throttles, the database', () => {
     for (const [id, a] of notifyingAlarms) {
       const section = Object.values(RUNBOOK).find((title) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${title}"`));
       expect(section, id).toBeDefined();
-      expect(README, section).toContain(`### Runbook: ${section}\n`);
+      expect(RUNBOOKS, section).toContain(`## Runbook: ${section}\n`);
     }
   });
 });

@@ -92,7 +92,7 @@ describe('ingest: one MSK event-source mapping per consumer topic', () => {
   });
 
   it('names the on-failure bucket in the stack output the runbook points to', () => {
-    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const runbook = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
     expect(runbook).toContain('stack output of the stateless stack, `FailedRecordsBucketName`');
     const [bucketId] = Object.keys(resourcesOf(s.stateless, 'AWS::S3::Bucket')).filter((id) => id.startsWith('FailedRecords'));
     s.stateless.hasOutput('FailedRecordsBucketName', { Value: { Ref: bucketId } });
@@ -618,12 +618,12 @@ describe('observability', () => {
     // function (workers, reaper, relay), two queues, three on the database
     const scheduled = CONSUMERS.length + 2;
     expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount * 2 + scheduled + 2 + 3);
-    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const runbook = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
       const section = Object.values(RUNBOOK).find((title) => a.Properties!.AlarmDescription.includes(`"Runbook: ${title}"`));
       expect(section, a.Properties!.AlarmDescription).toBeDefined();
-      expect(runbook).toContain(`### Runbook: ${section}\n`);
+      expect(runbook).toContain(`## Runbook: ${section}\n`);
       bySection.set(section!, (bySection.get(section!) ?? 0) + 1);
       expect(a.Properties!.AlarmActions).toHaveLength(1);
     }

@@ -91,8 +91,8 @@ describe('the example-schema-registry stage (cdk.json)', () => {
       ([, m]) => groupOf(m.Properties) === 'notification-service',
     )!;
     expect(metrics[0]!.MetricStat.Metric.Dimensions[0].Value).toEqual({ Ref: mappingId });
-    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryErrors}\n`);
+    const runbook = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
+    expect(runbook).toContain(`## Runbook: ${RUNBOOK.schemaRegistryErrors}\n`);
   });
 
   it("tells that consumer's ingest function its registry (SCHEMA_REGISTRY, no secret) and no other function", () => {
@@ -127,8 +127,8 @@ describe('the example-schema-registry stage (cdk.json)', () => {
         'Sum',
       ],
     ]);
-    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-    expect(runbook).toContain(`### Runbook: ${RUNBOOK.schemaRegistryUnavailable}\n`);
+    const runbook = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
+    expect(runbook).toContain(`## Runbook: ${RUNBOOK.schemaRegistryUnavailable}\n`);
   });
 
   it('charts the schema registry errors on the dashboard', () => {

@@ -1,6 +1,6 @@
 /**
  * How the inbox stores a payload, which the bytes per row in docs/capacity.md and the
- * README's month table rest on: a row under TOAST_TUPLE_THRESHOLD (about 2 KB) is stored
+ * month table (docs/reaper.md) rest on: a row under TOAST_TUPLE_THRESHOLD (about 2 KB) is stored
  * whole in the heap, its payload uncompressed, whatever the table's toast_tuple_target
  * or the column's storage and compression say. Lowering toast_tuple_target and keeping the
  * payload in the row (STORAGE MAIN) therefore cannot compress a 1 KiB payload; PostgreSQL
