@@ -11,7 +11,9 @@ import { lambdaContext } from './_lambda-context';
 const INVOCATION_MS = 15 * 60 * 1000;
 const context = () => lambdaContext('bench-worker', INVOCATION_MS);
 
-const { handler } = await import('../functions/worker/handler');
+const { getConsumer } = await import('../functions/consumers');
+const { workerLambda } = await import('../functions/worker/handler');
+const handler = await workerLambda(getConsumer(process.env.CONSUMER_NAME ?? ''));
 process.send!('ready');
 async function drain() {
   const totals = { claimed: 0, processed: 0, invocations: 0 };

@@ -29,6 +29,7 @@ import { freePort } from '../tools/embedded-postgres';
 import { mskEvent, spreadRecords } from '../tools/msk-events';
 import { createBenchDatabase, dropBenchDatabase, type BenchDatabase } from './_databases';
 import { accepted } from './_events';
+import { functionEntry } from '../tools/bundle';
 import { startFunction, type FunctionProcess } from './_function-process';
 import { benchServer } from './_server';
 
@@ -102,10 +103,10 @@ async function idleConsumer(): Promise<Idle[]> {
       values (${CONSUMER}, 'evt_done', 'regulatory.case.accepted.v1', 1, 'case', 'case_done', ${TOPIC}, 0, 1, 'p', now(), 'PROCESSED', 1, null, now(), '{}'),
              (${CONSUMER}, 'evt_later', 'regulatory.case.accepted.v1', 1, 'case', 'case_later', ${TOPIC}, 0, 2, 'p', now(), 'RETRY_PENDING', 1, now() + interval '1 hour', null, '{}')`;
     const workerRole = workerRoleOf({ name: CONSUMER });
-    const worker = await startFunction('functions/worker/handler.ts', environment(db, workerRole, { CONSUMER_NAME: CONSUMER }));
+    const worker = await startFunction(await functionEntry('worker', CONSUMER), environment(db, workerRole, { CONSUMER_NAME: CONSUMER }));
     const relayRole = relayRoleOf({ name: EMITTING });
     const relay = await startFunction(
-      'functions/relay/handler.ts',
+      await functionEntry('relay', EMITTING),
       environment(db, relayRole, {
         CONSUMER_NAME: EMITTING,
         // Nothing to publish: the producer never connects.
@@ -115,7 +116,7 @@ async function idleConsumer(): Promise<Idle[]> {
         AWS_SECRET_ACCESS_KEY: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY',
       }),
     );
-    const reaper = await startFunction('functions/reaper/handler.ts', environment(db, DatabaseRoles.reaper));
+    const reaper = await startFunction(await functionEntry('reaper'), environment(db, DatabaseRoles.reaper));
     try {
       const ms = async (p: FunctionProcess, event: unknown) => (await p.invoke(event)).ms;
       const after = await idleRuns('worker, scheduled (after)', db, workerRole, () => ms(worker, { source: 'schedule' }));
@@ -170,11 +171,11 @@ async function logBytes(template: string, level: 'INFO' | 'DEBUG'): Promise<LogB
   const db = await database(template);
   const logging = { POWERTOOLS_LOG_LEVEL: level, POWERTOOLS_METRICS_DISABLED: 'false', POWERTOOLS_METRICS_NAMESPACE: 'Bench' };
   const ingest = await startFunction(
-    'functions/ingest/handler.ts',
+    await functionEntry('ingest', CONSUMER),
     environment(db, ingestRoleOf({ name: CONSUMER }), { CONSUMER_NAME: CONSUMER, ...logging }),
   );
   const worker = await startFunction(
-    'functions/worker/handler.ts',
+    await functionEntry('worker', CONSUMER),
     environment(db, workerRoleOf({ name: CONSUMER }), { CONSUMER_NAME: CONSUMER, WORKER_IDLE_MS: '0', ...logging }),
   );
   try {

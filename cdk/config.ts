@@ -16,6 +16,8 @@ import {
 } from '../functions/framework/schema-registry';
 import { DEFAULTS } from '../functions/lib/config-defaults';
 import { OPERATOR_NAME } from '../functions/lib/database-roles';
+import { declarationProblems, manifestOf, type ConsumerManifest, type ConsumerManifestEntry } from '../functions/framework/manifest';
+import type { ConsumerSource } from './function-entries';
 
 export class StageConfigError extends Error {
   constructor(message: string) {
@@ -378,6 +380,12 @@ export const stageSchema = z
     maxConsumersPerStack: int(1, MAX_CONSUMERS_PER_STACK)
       .default(MAX_CONSUMERS_PER_STACK)
       .describe('How many consumers one consumer stack may hold (docs/stacks.md).'),
+    sharedTables: z
+      .array(z.string().regex(/^[a-z_][a-z0-9_]*\.[a-z_][a-z0-9_]*$/, 'a table as schema.table, lower case'))
+      .default([])
+      .describe(
+        'Tables (schema.table) that more than one consumer declaration may name in its `tables`. A table named by one declaration belongs to that consumer: synth refuses a second declaration naming it unless it is listed here (docs/stacks.md, "A table belongs to its consumer").',
+      ),
     worker: z
       .object({
         leaseSeconds: int(30, 24 * 3600)
@@ -579,23 +587,25 @@ export interface ConsumerStageConfig extends ConsumerSettings {
   outboxTopics: string[];
   /** The key of the consumer stack it is deployed in. */
   stack: string;
+  /** The module that declares it, when not registered in functions/consumers/index.ts (tests). */
+  source?: ConsumerSource;
 }
 
 export interface StageConfig extends Omit<StageSettings, 'consumers' | 'consumerDefaults'> {
   stage: string;
   consumers: ConsumerStageConfig[];
+  /** Every declared consumer's data (enabled in this stage or not): what the platform's functions read. */
+  manifest: ConsumerManifest;
 }
 
-/** The part of a consumer declaration the infrastructure needs. */
-export interface DeclaredConsumer {
-  name: string;
-  topics: readonly string[];
-  mode: 'deferred' | 'inline';
+/**
+ * What the infrastructure reads of a consumer declaration: its data (the manifest's fields,
+ * functions/framework/manifest.ts), never its handlers.
+ */
+export interface DeclaredConsumer extends ConsumerManifestEntry {
   schemaRegistry?: SchemaRegistryDeclaration;
-  /** The event types it emits through the outbox, each with the topic the relay publishes it to. */
-  emits?: Readonly<Record<string, { topic: string }>>;
-  /** The consumer stack it is deployed in (default: main); a stage may choose another. */
-  stack?: string;
+  /** The module that declares it; default: the one functions/consumers/index.ts imports it from. */
+  source?: ConsumerSource;
 }
 
 /**
@@ -637,6 +647,7 @@ export function parseStageConfig(
   }
   const { consumers: overrides, consumerDefaults, ...rest } = result.data;
   problems.push(...unknownConsumerProblems(stage, overrides, declared));
+  problems.push(...declarationProblems(declared, { sharedTables: rest.sharedTables }).map((p) => `consumer declarations: ${p}`));
   problems.push(...runnerTimingProblems(stage, rest));
 
   const consumers: ConsumerStageConfig[] = [];
@@ -656,7 +667,7 @@ export function parseStageConfig(
   if (problems.length > 0) {
     throw new StageConfigError(`Invalid stage configuration "${stage}":\n  ${problems.join('\n  ')}`);
   }
-  return { stage, ...rest, consumers };
+  return { stage, ...rest, consumers, manifest: manifestOf(declared, { sharedTables: rest.sharedTables }) };
 }
 
 /** A stage's consumer overrides must each name a declared consumer. */
@@ -759,6 +770,7 @@ function consumerConfig(
     ...(schemaRegistry === undefined ? {} : { schemaRegistry }),
     outboxTopics: [...new Set(Object.values(declaration.emits ?? {}).map((e) => e.topic))].sort(),
     stack,
+    ...(declaration.source === undefined ? {} : { source: declaration.source }),
   };
 }
 

@@ -132,7 +132,7 @@ export function proxyMaxConnectionsPercent(config: Pick<StageConfig, 'alarms'>):
   return Math.max(1, config.alarms.databaseConnectionsPercent - PROXY_HEADROOM_PERCENT);
 }
 
-export function connectionBudget(config: StageConfig): ConnectionBudget {
+export function connectionBudget(config: Omit<StageConfig, 'manifest'>): ConnectionBudget {
   const consumers = config.consumers;
   const emitting = consumers.filter((c) => c.outboxTopics.length > 0);
   const ingest = sum(consumers.map((c) => c.topics.length * c.maxPollers * INVOCATIONS_PER_POLLER));

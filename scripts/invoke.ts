@@ -19,6 +19,7 @@ import { userInfo } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
+import { functionEntry } from '../tools/bundle';
 import { CONSUMERS } from '../functions/consumers/index';
 import { emitsEvents } from '../functions/framework/types';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../functions/lib/database-roles';
@@ -139,20 +140,11 @@ async function roleConnection(ownerUrl: string, role: DatabaseRole): Promise<str
 }
 
 /** Run the handler in its own process; its log lines go to stderr, its result is returned. */
-function runHandler(inv: Invocation, databaseUrl: string): Promise<{ code: number; result: unknown }> {
+function runHandler(inv: Invocation, databaseUrl: string, entry: string): Promise<{ code: number; result: unknown }> {
   const name = `local-${inv.fn}${inv.consumer === undefined ? '' : `-${inv.consumer}`}`;
   const child = spawn(
     process.execPath,
-    [
-      '--import',
-      'tsx',
-      'tools/invoke-handler.mjs',
-      `functions/${inv.fn}/handler.ts`,
-      JSON.stringify(inv.event),
-      '900000',
-      randomUUID(),
-      name,
-    ],
+    ['--import', 'tsx', 'tools/invoke-handler.mjs', entry, JSON.stringify(inv.event), '900000', randomUUID(), name],
     {
       cwd: ROOT,
       stdio: ['ignore', 'pipe', 'inherit'],
@@ -200,7 +192,8 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`cannot prepare ${inv.role} on DATABASE_URL: ${error instanceof Error ? error.message : String(error)}\n`);
     return 1;
   }
-  const { code, result } = await runHandler(inv, databaseUrl);
+  // The function's generated entry (tools/bundle.ts): its own consumer's module, or the manifest.
+  const { code, result } = await runHandler(inv, databaseUrl, await functionEntry(inv.fn, inv.consumer));
   if (code !== 0) return 1;
   const { ok, body } = unwrapUrlResponse(result);
   process.stdout.write(`${JSON.stringify(body, null, 2)}\n`);

@@ -10,6 +10,7 @@ import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import { reservedConcurrencyOf, type ConsumerStageConfig, type StageConfig } from '../config';
 import { workerRoleOf } from '../../functions/lib/database-roles';
+import { consumerEntry, sourceOf } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { workerScheduleName, type ScheduleSupport } from './scheduled';
 
@@ -32,7 +33,7 @@ export class ConsumerWorker extends Construct {
     // are never released by the reaper while it still runs.
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/worker/handler.ts',
+      entry: consumerEntry('worker', consumer.name, sourceOf(consumer)),
       description: `Kafka inbox worker: ${consumer.name}`,
       memorySize: consumer.workerMemoryMb,
       timeout: Duration.seconds(consumer.workerTimeoutSeconds),

@@ -5,6 +5,7 @@
  * the functions' config module (functions/lib/config.ts) parses at cold start: its own
  * database role and IAM authentication, or (the migration function) the master secret.
  */
+import { isAbsolute } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type Duration, RemovalPolicy } from 'aws-cdk-lib';
 import type * as ec2 from 'aws-cdk-lib/aws-ec2';
@@ -72,7 +73,7 @@ export const LAMBDA_AMAZON_CA_BUNDLE = '/var/runtime/ca-cert.pem';
 
 export interface InboxFunctionProps {
   platform: FunctionPlatform;
-  /** Relative to the repository root, e.g. functions/ingest/handler.ts. */
+  /** The entry module's path (cdk/function-entries.ts writes them), absolute or relative to the repository root. */
   entry: string;
   description: string;
   memorySize?: number;
@@ -217,7 +218,7 @@ export class InboxFunction extends NodejsFunction {
     });
     const role = 'role' in props.database ? props.database.role : undefined;
     super(scope, id, {
-      entry: `${PROJECT_ROOT}${props.entry}`,
+      entry: isAbsolute(props.entry) ? props.entry : `${PROJECT_ROOT}${props.entry}`,
       handler: 'handler',
       projectRoot: PROJECT_ROOT,
       depsLockFilePath: `${PROJECT_ROOT}package-lock.json`,

@@ -19,6 +19,7 @@ import { ingestRoleOf } from '../../functions/lib/database-roles';
 import { acknowledge, resourceFinding, type NagAcknowledgement } from './nag';
 import type { ConsumerStageConfig } from '../config';
 import type { KafkaArnPrefixes } from '../stacks/stage-references';
+import { consumerEntry, sourceOf } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 
 export interface KafkaIngestProps {
@@ -81,7 +82,7 @@ export class KafkaIngest extends Construct {
 
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/ingest/handler.ts',
+      entry: consumerEntry('ingest', consumer.name, sourceOf(consumer)),
       description: `Kafka inbox ingest: ${consumer.name} (${consumer.mode})`,
       memorySize: consumer.ingestMemoryMb,
       timeout: Duration.seconds(consumer.ingestTimeoutSeconds),

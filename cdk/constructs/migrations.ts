@@ -8,6 +8,8 @@
 import { Duration } from 'aws-cdk-lib';
 import * as triggers from 'aws-cdk-lib/triggers';
 import { Construct } from 'constructs';
+import type { ConsumerManifest } from '../../functions/framework/manifest';
+import { platformEntry } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 
 export interface MigrationsProps {
@@ -16,6 +18,8 @@ export interface MigrationsProps {
   executeBefore: Construct[];
   /** The stage's operators, whose own database roles the step provisions (functions/inbox/operator-roles.ts). */
   operators: readonly string[];
+  /** The declared consumers' data, bundled: their roles and grants are provisioned from it. */
+  manifest: ConsumerManifest;
 }
 
 export class Migrations extends Construct {
@@ -26,7 +30,7 @@ export class Migrations extends Construct {
     super(scope, id);
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/migrate/handler.ts',
+      entry: platformEntry('migrate', props.manifest),
       description: 'Kafka inbox: apply pending database migrations (deploy time)',
       memorySize: 256,
       timeout: Duration.minutes(10),

@@ -33,6 +33,8 @@ import { REPLAY_SCHEDULE_PREFIX } from '../../functions/ops/args';
 import { FAILED_BATCH_PREFIX } from '../../functions/ops/failed-batches';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
 import type { StageConfig } from '../config';
+import type { ConsumerManifest } from '../../functions/framework/manifest';
+import { platformEntry } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { acknowledge, resourceFinding } from './nag';
 import { WORKER_SCHEDULE_PREFIX, type Schedules } from './scheduled';
@@ -52,6 +54,8 @@ export interface OpsProps {
   failedRecords: s3.IBucket;
   /** The stage's operators: their principals alone may call the function URL. */
   operators: StageConfig['operators'];
+  /** The declared consumers' data, bundled: the consumers its commands know. */
+  manifest: ConsumerManifest;
 }
 
 const SCHEDULER = 'scheduler.amazonaws.com';
@@ -93,7 +97,7 @@ export class Ops extends Construct {
   private createFunction(props: OpsProps): InboxFunction {
     const fn = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/ops/handler.ts',
+      entry: platformEntry('ops', props.manifest),
       description: 'Kafka inbox operator commands (stats, event, quarantine, replay, resolve, poison, pause/resume, audit)',
       timeout: Duration.seconds(60),
       database: { role: DatabaseRoles.ops },

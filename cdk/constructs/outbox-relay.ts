@@ -20,6 +20,8 @@ import * as cr from 'aws-cdk-lib/custom-resources';
 import { Construct } from 'constructs';
 import { relayRoleOf } from '../../functions/lib/database-roles';
 import type { ConsumerStageConfig, StageConfig } from '../config';
+import type { ConsumerManifestEntry } from '../../functions/framework/manifest';
+import { relayEntry } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import { kafkaResourceArns } from './kafka-ingest';
 import type { KafkaArnPrefixes } from '../stacks/stage-references';
@@ -31,6 +33,8 @@ export interface OutboxRelayProps {
   platform: FunctionPlatform;
   /** The emitting consumer it serves: its outbox rows, its topics. */
   consumer: Pick<ConsumerStageConfig, 'name' | 'outboxTopics'>;
+  /** Its manifest entry: the data its function's bundle carries (no consumer code). */
+  declared: ConsumerManifestEntry;
   relay: StageConfig['relay'];
   /** Literal or token (a cluster created in the stage). */
   clusterArn: string;
@@ -50,7 +54,7 @@ export class OutboxRelay extends Construct {
 
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/relay/handler.ts',
+      entry: relayEntry(props.declared),
       description: `Kafka inbox outbox relay: ${consumer.name}`,
       timeout: Duration.seconds(relay.timeoutSeconds),
       database: { role: relayRoleOf(consumer) },

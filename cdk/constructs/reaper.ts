@@ -4,6 +4,8 @@ import type * as scheduler from 'aws-cdk-lib/aws-scheduler';
 import { Construct } from 'constructs';
 import type { StageConfig } from '../config';
 import { DatabaseRoles } from '../../functions/lib/database-roles';
+import type { ConsumerManifest } from '../../functions/framework/manifest';
+import { platformEntry } from '../function-entries';
 import { InboxFunction, type FunctionPlatform } from './inbox-function';
 import type { Schedules } from './scheduled';
 
@@ -12,6 +14,8 @@ export interface ReaperProps {
   reaper: StageConfig['reaper'];
   worker: StageConfig['worker'];
   schedules: Schedules;
+  /** The declared consumers' data, bundled: the consumers it serves. */
+  manifest: ConsumerManifest;
 }
 
 export class Reaper extends Construct {
@@ -22,7 +26,7 @@ export class Reaper extends Construct {
     super(scope, id);
     this.function = new InboxFunction(this, 'Function', {
       platform: props.platform,
-      entry: 'functions/reaper/handler.ts',
+      entry: platformEntry('reaper', props.manifest),
       description: 'Kafka inbox reaper: expired leases, max attempts, pruning, gauges',
       timeout: Duration.seconds(props.reaper.timeoutSeconds),
       database: { role: DatabaseRoles.reaper },

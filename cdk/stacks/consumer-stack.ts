@@ -79,6 +79,7 @@ export class InboxConsumer extends Construct {
         : new OutboxRelay(Stack.of(this), `OutboxRelay${id}`, {
             platform: props.platform,
             consumer,
+            declared: config.manifest.find((c) => c.name === consumer.name)!,
             relay: config.relay,
             clusterArn: props.clusterArn,
             kafkaArnPrefixes: props.kafkaArnPrefixes,

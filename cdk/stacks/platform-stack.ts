@@ -58,7 +58,13 @@ export class PlatformStack extends Stack {
 
     this.failedRecords = this.createFailedRecordsBucket(config);
     this.schedules = new Schedules(this, 'Schedules', stageId);
-    this.reaper = new Reaper(this, 'Reaper', { platform, reaper: config.reaper, worker: config.worker, schedules: this.schedules });
+    this.reaper = new Reaper(this, 'Reaper', {
+      platform,
+      reaper: config.reaper,
+      worker: config.worker,
+      schedules: this.schedules,
+      manifest: config.manifest,
+    });
     // The outbox relays are per emitting consumer, in its consumer stack (consumer-stack.ts).
     this.ops = this.createOps(config, platform, stageId);
     new OperatorAccess(this, 'Operators', { operators: config.operators, connection: platform.database.connection });
@@ -117,6 +123,7 @@ export class PlatformStack extends Stack {
   private createOps(config: StageConfig, platform: FunctionPlatform, stageId: string): Ops {
     const ops = new Ops(this, 'Ops', {
       platform,
+      manifest: config.manifest,
       schedules: this.schedules,
       stageId,
       directoryPath: consumerDirectoryPath(config),
@@ -142,6 +149,7 @@ export class PlatformStack extends Stack {
       platform,
       executeBefore: [this.reaper, this.ops],
       operators: config.operators.map((o) => o.name),
+      manifest: config.manifest,
     });
     // The trigger's provider function (CDK's, one per stack) logs to the group Lambda creates.
     const triggerProvider = this.node.tryFindChild('AWSCDK.TriggerCustomResourceProviderCustomResourceProvider');

@@ -1,32 +1,20 @@
 /** case-projection: keeps read_model.case_summary from the regulatory case events (the case inbox design). */
-import { z } from 'zod';
+import { type z } from 'zod';
 import {
   AggregateVersionGapError,
   NonRetryableError,
   defineBatchHandler,
   DEFAULT_RETENTION,
   DEFAULT_RETRY,
-  identifier,
   type ConsumerDeclaration,
   type InboxEvent,
   type TransactionSql,
 } from '../framework';
 import { caseAudit } from './case-audit';
+import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, CASE_STATUS_CHANGED, caseAcceptedPayload, caseStatusChangedPayload } from './case-events';
 
-export const CASE_EVENTS_TOPIC = 'regulatory.case.events.v1';
-export const CASE_ACCEPTED = 'regulatory.case.accepted.v1';
-export const CASE_STATUS_CHANGED = 'regulatory.case.status-changed.v1';
-
-export const caseAcceptedPayload = z.object({
-  // Written into case_summary's, sla_obligation's and case_audit's keys: bounded.
-  caseId: identifier,
-  acceptedAt: z.iso.datetime({ offset: true }),
-});
-
-export const caseStatusChangedPayload = z.object({
-  caseId: identifier,
-  newStatus: z.string().min(1),
-});
+// The case events' contract, shared with case-sla (./case-events.ts); re-exported for its readers.
+export { CASE_ACCEPTED, CASE_EVENTS_TOPIC, CASE_STATUS_CHANGED, caseAcceptedPayload, caseStatusChangedPayload } from './case-events';
 
 /** The audit changes of case-projection (case_core.case_audit.change). */
 export const CaseProjectionChanges = {

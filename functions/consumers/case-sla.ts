@@ -5,7 +5,7 @@
  */
 import { caseAudit } from './case-audit';
 import { defineBatchHandler, DEFAULT_RETENTION, DEFAULT_RETRY, type ConsumerDeclaration } from '../framework';
-import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, caseAcceptedPayload } from './case-projection';
+import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, caseAcceptedPayload } from './case-events';
 
 export const INITIAL_ASSESSMENT_DUE = 'INITIAL_ASSESSMENT_DUE';
 const INITIAL_ASSESSMENT_DAYS = 5;

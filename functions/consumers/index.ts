@@ -1,20 +1,25 @@
 /**
- * The consumer declarations: the one place a team adds a consumer. Read by the functions
- * (CONSUMER_NAME selects one) and by the CDK app (one construct per declaration).
+ * The consumer declarations: the one place a team adds a consumer, one line in CONSUMERS
+ * naming the declaration its own module exports. The CDK app builds one construct per
+ * declaration, bundles each consumer's functions with that consumer's module alone, and the
+ * platform's functions with the manifest of them all (cdk/function-entries.ts); tests,
+ * scripts and tools read them here.
  */
 import { ConfigError } from '../lib/config';
 import { caseProjection } from './case-projection';
 import { caseSla } from './case-sla';
 import { notificationService } from './notification-service';
-import type { ConsumerDeclaration } from '../framework';
+import { manifestOf, type ConsumerDeclaration, type ConsumerManifest } from '../framework';
 
 export const CONSUMERS: readonly ConsumerDeclaration[] = [caseProjection, caseSla, notificationService];
 
-for (const consumer of CONSUMERS) {
-  // Inline rows are processed in the ingest transaction, outside the lanes that hold an aggregate.
-  if (consumer.mode === 'inline' && consumer.quarantinePolicy === 'hold-aggregate') {
-    throw new ConfigError(`Invalid consumer "${consumer.name}": quarantinePolicy hold-aggregate needs mode deferred`);
-  }
+/**
+ * The manifest the platform's functions read, built as synth builds it. No stage says which
+ * tables are shared here: locally every table the declarations name is granted as declared.
+ */
+export function localManifest(): ConsumerManifest {
+  const tables = CONSUMERS.flatMap((c) => Object.keys(c.tables ?? {}));
+  return manifestOf(CONSUMERS, { sharedTables: tables });
 }
 
 export function findConsumer(name: string): ConsumerDeclaration | undefined {

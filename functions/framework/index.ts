@@ -28,6 +28,7 @@ export {
   type TablePrivileges,
 } from './types';
 export type { SchemaRegistryDeclaration } from './schema-registry';
+export { manifestOf, type ConsumerManifest, type ConsumerManifestEntry } from './manifest';
 // A payload id a handler writes into a unique key (a case id): bounded like the envelope's ids.
 export { identifier, MAX_ID_BYTES } from './identifiers';
 // What a handler throws to say how its event ends: quarantined at once, or retried until the

@@ -1,11 +1,13 @@
 /**
  * The ingest Lambda: an MSK event-source mapping's batch → the inbox (docs/design.md §8).
  * Thin on purpose: the logic is createIngest() in ./ingest.ts, which tests, benchmarks and
- * the local simulator call with their own database and no environment.
+ * the local simulator call with their own database and no environment. Each consumer's
+ * function is bundled from an entry that passes its own declaration (cdk/function-entries.ts):
+ * no other team's module is in its bundle.
  */
 import type { Context } from 'aws-lambda';
-import { getConsumer } from '../consumers';
-import { DEFAULTS, loadConfig, requireConsumerName } from '../lib/config';
+import type { ConsumerDeclaration } from '../framework/types';
+import { DEFAULTS, loadConfig, requireOwnConsumer } from '../lib/config';
 import { beginInvocation, getSql } from '../lib/db';
 import { classifyError, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
@@ -17,65 +19,70 @@ import { createIngestHandler, failEveryPartition } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 
-const config = loadConfig();
-const consumer = getConsumer(requireConsumerName(config));
-const { logger, metrics } = createObservability(config, 'ingest');
-// The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
-await startTracing(config.tracing, { serviceName: config.observability.serviceName });
-// The consumer's worker, woken when a batch leaves it rows and nobody is awake to see them.
-const wakeUp: WorkerTarget | undefined =
-  config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
-    ? { lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName }
-    : undefined;
+export type IngestLambda = (event: KafkaEvent, context: Context) => Promise<KafkaBatchResponse>;
 
-// The stage's registry (SCHEMA_REGISTRY), else the declaration's: parsed at cold start, so a
-// malformed one fails the function's start rather than a batch.
-const registry =
-  config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
-// Its client loads with the first value that names a schema: a JSON consumer never loads it.
-const schemaSource =
-  registry === undefined
-    ? undefined
-    : createSchemaSource(
-        registryFetcher(schemaRegistrySchema.parse(registry), {
-          timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs,
-          secretMaxAgeMs: (config.schemaRegistry?.secretMaxAgeSeconds ?? DEFAULTS.schemaRegistrySecretMaxAgeSeconds) * 1000,
-        }),
-      );
+/** The Lambda handler of `consumer`'s ingest function, configured from the environment. */
+export async function ingestLambda(consumer: ConsumerDeclaration): Promise<IngestLambda> {
+  const config = loadConfig();
+  requireOwnConsumer(config, consumer);
+  const { logger, metrics } = createObservability(config, 'ingest');
+  // The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
+  await startTracing(config.tracing, { serviceName: config.observability.serviceName });
+  // The consumer's worker, woken when a batch leaves it rows and nobody is awake to see them.
+  const wakeUp: WorkerTarget | undefined =
+    config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
+      ? { lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName }
+      : undefined;
 
-let ingest: ReturnType<typeof createIngestHandler> | undefined;
+  // The stage's registry (SCHEMA_REGISTRY), else the declaration's: parsed at cold start, so a
+  // malformed one fails the function's start rather than a batch.
+  const registry =
+    config.schemaRegistry !== undefined ? schemaRegistrySchema.parse(config.schemaRegistry.declaration) : consumer.schemaRegistry;
+  // Its client loads with the first value that names a schema: a JSON consumer never loads it.
+  const schemaSource =
+    registry === undefined
+      ? undefined
+      : createSchemaSource(
+          registryFetcher(schemaRegistrySchema.parse(registry), {
+            timeoutMs: config.schemaRegistry?.timeoutMs ?? DEFAULTS.schemaRegistryTimeoutMs,
+            secretMaxAgeMs: (config.schemaRegistry?.secretMaxAgeSeconds ?? DEFAULTS.schemaRegistrySecretMaxAgeSeconds) * 1000,
+          }),
+        );
 
-export async function handler(event: KafkaEvent, context: Context): Promise<KafkaBatchResponse> {
-  logger.addContext(context);
-  try {
-    if (ingest === undefined) {
-      let sql;
-      try {
-        sql = await getSql(config.database);
-        await beginInvocation(sql, context);
-      } catch (error) {
-        // No client (e.g. no IAM token could be signed): nothing was stored, redeliver it all.
-        const response = { batchItemFailures: failEveryPartition(event) };
-        logger.error('no database client', { ...serverSafe(classifyError(error)), batchItemFailures: response.batchItemFailures.length });
-        count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
-        return response;
+  let ingest: ReturnType<typeof createIngestHandler> | undefined;
+
+  return async function handler(event: KafkaEvent, context: Context): Promise<KafkaBatchResponse> {
+    logger.addContext(context);
+    try {
+      if (ingest === undefined) {
+        let sql;
+        try {
+          sql = await getSql(config.database);
+          await beginInvocation(sql, context);
+        } catch (error) {
+          // No client (e.g. no IAM token could be signed): nothing was stored, redeliver it all.
+          const response = { batchItemFailures: failEveryPartition(event) };
+          logger.error('no database client', { ...serverSafe(classifyError(error)), batchItemFailures: response.batchItemFailures.length });
+          count(metrics, MetricNames.BatchItemFailures, response.batchItemFailures.length);
+          return response;
+        }
+        ingest = createIngestHandler({
+          sql,
+          consumer,
+          config,
+          logger,
+          metrics,
+          ...(wakeUp ? { wakeUp } : {}),
+          ...(schemaSource ? { schemaSource } : {}),
+        });
+      } else {
+        await beginInvocation(await getSql(config.database), context);
       }
-      ingest = createIngestHandler({
-        sql,
-        consumer,
-        config,
-        logger,
-        metrics,
-        ...(wakeUp ? { wakeUp } : {}),
-        ...(schemaSource ? { schemaSource } : {}),
-      });
-    } else {
-      await beginInvocation(await getSql(config.database), context);
+      return await ingest(event, context);
+    } finally {
+      // Lambda freezes the process after returning: flush now or lose the batch's metrics and spans.
+      metrics.publishStoredMetrics();
+      await flushTraces();
     }
-    return await ingest(event, context);
-  } finally {
-    // Lambda freezes the process after returning: flush now or lose the batch's metrics and spans.
-    metrics.publishStoredMetrics();
-    await flushTraces();
-  }
+  };
 }

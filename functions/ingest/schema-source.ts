@@ -2,9 +2,12 @@
  * Where writer schemas come from: the consumer's registry, by the id a value carries
  * (Confluent REST, confluent-registry.ts; Glue `GetSchemaVersion`, glue-registry.ts),
  * compiled once and kept for the container's life: a registry's id names one schema
- * forever, so a cached schema never goes stale. A lookup that failed is not kept: the next
- * batch asks again. The registry's client is loaded with the first lookup: a consumer
- * whose values name no schema never loads it.
+ * forever, so a cached schema never goes stale. An id the registry said it does not have is
+ * remembered as not found for a while (NOT_FOUND_CACHE), so records naming random ids cost
+ * one lookup per id per TTL, not one per id per batch, and cannot spend the registry's quota
+ * for every partition; the memory is bounded, the oldest answer forgotten first. An outage
+ * is not kept: the next batch asks again. The registry's client is loaded with the first
+ * lookup: a consumer whose values name no schema never loads it.
  *
  * Two failures, two outcomes (docs/ingest.md, "Binary values"):
  *   SchemaNotFoundError      the registry answered that it has no such id (Confluent 404,
@@ -46,10 +49,37 @@ export interface SchemaSource {
   resolve(refs: readonly SchemaRef[]): Promise<SchemaTable>;
 }
 
-export function createSchemaSource(fetcher: SchemaFetcher): SchemaSource {
+/**
+ * How long, and for how many ids, "not found" is remembered. A schema registered after its
+ * id was first asked for (a producer ahead of its registration) is found once the TTL ends;
+ * the records read meanwhile are poison SCHEMA_NOT_FOUND, which `ops poison reingest` takes.
+ */
+export const NOT_FOUND_CACHE = { ttlMs: 5 * 60_000, maxEntries: 10_000 } as const;
+
+export interface SchemaSourceOptions {
+  notFound?: { ttlMs: number; maxEntries: number };
+  /** The clock, in milliseconds (tests). */
+  now?: () => number;
+}
+
+export function createSchemaSource(fetcher: SchemaFetcher, options: SchemaSourceOptions = {}): SchemaSource {
   const cache = new Map<string, Promise<CompiledSchema>>();
+  const { ttlMs, maxEntries } = options.notFound ?? NOT_FOUND_CACHE;
+  const now = options.now ?? Date.now;
+  // Insertion order is age order: the first entry is the oldest answer.
+  const notFound = new Map<string, { error: SchemaNotFoundError; until: number }>();
+  const rememberNotFound = (key: string, error: SchemaNotFoundError): void => {
+    notFound.delete(key);
+    notFound.set(key, { error, until: now() + ttlMs });
+    while (notFound.size > maxEntries) notFound.delete(notFound.keys().next().value!);
+  };
   const settle = async (ref: SchemaRef): Promise<Resolution> => {
     const key = refKey(ref);
+    const remembered = notFound.get(key);
+    if (remembered !== undefined) {
+      if (remembered.until > now()) return { ok: false, error: remembered.error };
+      notFound.delete(key);
+    }
     let pending = cache.get(key);
     if (pending === undefined) {
       pending = fetcher(ref).then(compileSchema);
@@ -58,9 +88,10 @@ export function createSchemaSource(fetcher: SchemaFetcher): SchemaSource {
     try {
       return { ok: true, schema: await pending };
     } catch (error) {
-      // Only a schema that does not compile is kept as it failed: an id the registry lacks
-      // today may be restored, and an outage ends.
+      // A schema that does not compile is kept as it failed; an id the registry lacks, for
+      // the TTL only (it may be registered yet); an outage not at all (it ends).
       if (!(error instanceof SchemaCompileError)) cache.delete(key);
+      if (error instanceof SchemaNotFoundError) rememberNotFound(key, error);
       const known =
         error instanceof SchemaNotFoundError || error instanceof RegistryUnavailableError || error instanceof SchemaCompileError;
       return { ok: false, error: known ? error : new RegistryUnavailableError('the schema lookup failed unexpectedly', { cause: error }) };

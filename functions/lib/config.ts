@@ -176,6 +176,18 @@ export function requireConsumerName(config: Config): string {
   return config.consumerName;
 }
 
+/**
+ * The consumer a function's bundle was built for (cdk/function-entries.ts), which its
+ * CONSUMER_NAME must name: a bundle serves its own consumer only.
+ */
+export function requireOwnConsumer<C extends { name: string }>(config: Config, consumer: C): C {
+  const name = requireConsumerName(config);
+  if (name !== consumer.name) {
+    throw new ConfigError(`Invalid configuration: CONSUMER_NAME: "${name}", but this function is built for consumer "${consumer.name}"`);
+  }
+  return consumer;
+}
+
 /** The producer settings the relay function needs: brokers and the signing region. */
 export function requireKafka(config: Config): Config['kafka'] & { brokers: string[]; region: string } {
   const { brokers, region } = config.kafka;

@@ -11,6 +11,7 @@ import { SchedulerClient } from '@aws-sdk/client-scheduler';
 import { S3Client } from '@aws-sdk/client-s3';
 import { SSMClient } from '@aws-sdk/client-ssm';
 import { ConfigError, loadConfig, type Config } from '../lib/config';
+import { localManifest } from '../consumers';
 import { createSql } from '../lib/db';
 import { osUser } from './command';
 import { COMMAND_NAMES, isCommandName, type CommandName } from './commands';
@@ -160,7 +161,7 @@ export async function main(argv: readonly string[], io: CliIo, getConfig: () => 
       error: (message: string, extra: Record<string, unknown>) => io.stderr(JSON.stringify({ level: 'ERROR', message, ...extra })),
     };
     const result = await runCommand(
-      { sql, scheduler, lambda, ssm, s3, config, logger },
+      { sql, scheduler, lambda, ssm, s3, config, logger, consumers: localManifest() },
       { command: parsed.command, ...parsed.args },
       { source: 'cli', defaultActor: osUser() },
     );

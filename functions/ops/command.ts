@@ -10,9 +10,8 @@ import type { SchedulerClient } from '@aws-sdk/client-scheduler';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { z } from 'zod';
-import { CONSUMERS } from '../consumers';
 import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
-import type { ConsumerDeclaration } from '../framework/types';
+import type { ConsumerManifest, ConsumerManifestEntry } from '../framework/manifest';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
 import { OpsError, OpsErrorCodes } from './errors';
@@ -37,8 +36,8 @@ export interface OpsDeps {
     Config,
     'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes' | 'consumerDirectory' | 'failedRecordsBucket'
   >;
-  /** The declared consumers (default: functions/consumers). */
-  consumers?: readonly ConsumerDeclaration[];
+  /** The declared consumers: the manifest (functions/framework/manifest.ts), data only. */
+  consumers: ConsumerManifest;
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */
   now?: () => Date;
   logger?: OpsLogger;
@@ -82,11 +81,11 @@ export function defineCommand<S extends z.ZodType, R>(command: OpsCommand<S, R>)
   return command;
 }
 
-export function consumersOf(deps: OpsDeps): readonly ConsumerDeclaration[] {
-  return deps.consumers ?? CONSUMERS;
+export function consumersOf(deps: OpsDeps): ConsumerManifest {
+  return deps.consumers;
 }
 
-export function knownConsumer(deps: OpsDeps, name: string): ConsumerDeclaration {
+export function knownConsumer(deps: OpsDeps, name: string): ConsumerManifestEntry {
   const consumer = consumersOf(deps).find((c) => c.name === name);
   if (consumer === undefined) {
     const known = consumersOf(deps).map((c) => c.name);

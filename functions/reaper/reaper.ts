@@ -23,7 +23,8 @@ import { measure, type GaugePublisher } from '../lib/observability';
 import { ConfigError, DEFAULTS, type Config } from '../lib/config';
 import type { Queryable } from '../lib/db';
 import { METRIC_DIMENSION, MetricNames } from '../lib/metric-names';
-import { quarantinePolicyOf, type ConsumerDeclaration, type RetentionPolicy } from '../framework/types';
+import type { ConsumerManifestEntry } from '../framework/manifest';
+import { quarantinePolicyOf, type RetentionPolicy } from '../framework/types';
 import { readGauges, type ConsumerGauges } from '../inbox/gauges';
 import { deleteExpiredKeys, deletePoison, retireFinished } from '../inbox/purge';
 import { adoptOrphans } from '../inbox/adopt-orphans';
@@ -35,7 +36,7 @@ export type ReaperLogger = Pick<Logger, 'info' | 'warn'>;
 
 export interface ReaperDeps {
   sql: Queryable;
-  consumers: readonly ConsumerDeclaration[];
+  consumers: readonly ConsumerManifestEntry[];
   config: { reaper: Config['reaper'] };
   logger: ReaperLogger;
   metrics: GaugePublisher;
@@ -96,7 +97,7 @@ async function drainRoundRobin(queues: Batch[][], batchSize: number, hasTime: ()
   }
 }
 
-function assertRetention(consumer: ConsumerDeclaration): RetentionPolicy {
+function assertRetention(consumer: ConsumerManifestEntry): RetentionPolicy {
   const p = consumer.retention;
   const wholeDays = (n: number, min: number) => Number.isInteger(n) && n >= min;
   if (!wholeDays(p.payloadRetentionDays, 0) || !wholeDays(p.dedupeWindowDays, 1) || !wholeDays(p.poisonRetentionDays, 1)) {

@@ -25,7 +25,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration } from '../framework/types';
+import type { ConsumerManifestEntry } from '../framework/manifest';
 import { DEFAULT_RETENTION } from '../framework/types';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';
@@ -43,7 +43,7 @@ export interface RelayDependencies {
   sql: Sql;
   producer: OutboxProducer;
   /** The emitting consumer this relay serves: its lanes, gauges, retention and metrics. */
-  consumer: ConsumerDeclaration;
+  consumer: ConsumerManifestEntry;
   config: { relay: Config['relay'] };
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
   metrics: GaugePublisher;

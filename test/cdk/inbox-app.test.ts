@@ -12,6 +12,7 @@ import { RUNBOOK } from '../../cdk/constructs/alarms';
 import { seriesOf, widgetsOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
+import { MARKER, markerConsumer } from './fixtures/marker-consumer';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, runtimeRoles, workerRoleOf } from '../../functions/lib/database-roles';
 import { QUERY_GRACE_MS, SESSION_TIMEOUTS } from '../../functions/lib/session-settings';
@@ -778,5 +779,98 @@ describe('bundles', () => {
       .filter((f) => f.endsWith('.sql'))
       .sort();
     expect(bundled).toEqual(source);
+  });
+});
+
+describe('a bundle per consumer', () => {
+  /** A handler's statement of case-projection's module: in its own functions' bundles only. */
+  const PROJECTION_SQL = 'select s.case_id, s.case_status from read_model.case_summary s';
+
+  interface Bundle {
+    description: string;
+    key: string;
+    text: string;
+  }
+  /** Every function of the project in a synthesized app: its description, asset key and bundle. */
+  function bundlesOf(synthesized: Synthesized, dir: string): Bundle[] {
+    const assets = readdirSync(dir).filter((d) => d.startsWith('asset.'));
+    return Object.values(resourcesOf(synthesized.stateless, 'AWS::Lambda::Function'))
+      .filter((f) => String(f.Properties!.Description ?? '').startsWith('Kafka inbox'))
+      .map((f) => {
+        const key = JSON.stringify(f.Properties!.Code);
+        const asset = assets.find((a) => key.includes(a.slice('asset.'.length)))!;
+        return { description: String(f.Properties!.Description), key, text: readFileSync(join(dir, asset, 'index.mjs'), 'utf8') };
+      });
+  }
+  const isPlatform = (b: Bundle) => /^Kafka inbox( reaper| operator commands|: apply pending)/.test(b.description);
+  const ofConsumer = (b: Bundle, name: string) => new RegExp(`^Kafka inbox (ingest|worker|outbox relay): ${name}( |$)`).test(b.description);
+
+  let bundles: Bundle[];
+  let added: { s: Synthesized; dir: string; bundles: Bundle[] };
+  beforeAll(() => {
+    bundles = bundlesOf(s, outdir);
+    // The dev stage again with one more consumer, in a module of its own (its table its own).
+    const dir = mkdtempSync(join(tmpdir(), 'inbox-cdk-added-'));
+    const withMarker = synthesize({
+      bundle: true,
+      outdir: dir,
+      consumers: [...CONSUMERS, { ...markerConsumer, source: { file: 'test/cdk/fixtures/marker-consumer.ts' } }],
+    });
+    withMarker.app.synth();
+    added = { s: withMarker, dir, bundles: bundlesOf(withMarker, dir) };
+  });
+  afterAll(() => {
+    rmSync(added.dir, { recursive: true, force: true });
+  });
+
+  it("gives each consumer's ingest, worker and relay an asset of its own", () => {
+    const consumerBundles = bundles.filter((b) => !isPlatform(b));
+    expect(consumerBundles).toHaveLength(CONSUMERS.length * 2 + CONSUMERS.filter((c) => c.emits !== undefined).length);
+    expect(new Set(consumerBundles.map((b) => b.key)).size).toBe(consumerBundles.length);
+  });
+
+  it("holds case-projection's handlers in case-projection's ingest and worker only: not in the migrate, ops, reaper or relay bundles, nor another consumer's", () => {
+    const holding = bundles.filter((b) => b.text.includes(PROJECTION_SQL)).map((b) => b.description);
+    expect(holding.sort()).toEqual(['Kafka inbox ingest: case-projection (deferred)', 'Kafka inbox worker: case-projection']);
+    expect(bundles.filter(isPlatform)).toHaveLength(3);
+  });
+
+  it("holds an added consumer's module in its own two functions only", () => {
+    const holding = added.bundles.filter((b) => b.text.includes(MARKER)).map((b) => b.description);
+    expect(holding.sort()).toEqual(['Kafka inbox ingest: marker-consumer (deferred)', 'Kafka inbox worker: marker-consumer']);
+    // The platform's functions know it from the manifest: its name and table, no code.
+    for (const b of added.bundles.filter(isPlatform)) expect(b.text, b.description).toContain('marker.marked');
+  });
+
+  it("adding a consumer changes the platform's functions (the manifest), and no other consumer's function code", () => {
+    for (const c of CONSUMERS) {
+      const before = bundles.filter((b) => ofConsumer(b, c.name));
+      const after = added.bundles.filter((b) => ofConsumer(b, c.name));
+      expect(before.length, c.name).toBeGreaterThan(0);
+      expect(
+        after.map((b) => b.key),
+        c.name,
+      ).toEqual(before.map((b) => b.key));
+    }
+    const platformKeys = (list: Bundle[]) => list.filter(isPlatform).map((b) => b.key);
+    for (const key of platformKeys(added.bundles)) expect(platformKeys(bundles)).not.toContain(key);
+  });
+
+  it('refuses two consumers naming one table, unless the stage lists it in sharedTables', () => {
+    const taking = {
+      ...markerConsumer,
+      tables: { 'read_model.case_summary': { select: true as const } },
+      source: { file: 'test/cdk/fixtures/marker-consumer.ts' },
+    };
+    expect(() => synthesize({ bundle: false, consumers: [...CONSUMERS, taking] })).toThrow(
+      'consumer declarations: table "read_model.case_summary" is named by consumers "case-projection" and "marker-consumer": a table belongs to one consumer, unless the stage lists it in sharedTables',
+    );
+    expect(() =>
+      synthesize({
+        bundle: false,
+        consumers: [...CONSUMERS, taking],
+        overrides: { sharedTables: ['case_core.case_audit', 'read_model.case_summary'] },
+      }),
+    ).not.toThrow();
   });
 });

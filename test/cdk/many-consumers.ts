@@ -1,21 +1,16 @@
 /**
- * Test-only consumer declarations for the stage-size tests: clones of case-projection (one
- * topic, deferred, a worker and its schedule), as many as a test asks for, placed twelve to a
- * consumer stack in the order they were added, as a platform's teams would place them.
+ * Test-only consumer declarations for the stage-size tests (./fixtures/team-consumers.ts):
+ * as many as a test asks for, placed twelve to a consumer stack in the order they were
+ * added, as a platform's teams would place them.
  */
 import type { DeclaredConsumer } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
+import { CONSUMERS_PER_TEST_STACK, TEAM_CONSUMERS } from './fixtures/team-consumers';
 
-export const CONSUMERS_PER_TEST_STACK = 12;
+export { CONSUMERS_PER_TEST_STACK };
 
 export function teamConsumer(i: number): DeclaredConsumer {
-  const n = String(i + 1).padStart(2, '0');
-  return {
-    name: `team-consumer-${n}`,
-    topics: [`team.events.v${n}`],
-    mode: 'deferred',
-    stack: `team-${Math.floor(i / CONSUMERS_PER_TEST_STACK) + 1}`,
-  };
+  return { ...TEAM_CONSUMERS[i]!, source: { file: 'test/cdk/fixtures/team-consumers.ts' } };
 }
 
 /** The shipped consumers plus `count` test consumers. */

@@ -15,6 +15,7 @@ import {
   inboxFunctions,
   statefulParameterRef,
   statefulParameterValue,
+  SHIPPED_SHARED_TABLES,
   statementsOfRole,
   synthesize,
   unacknowledgedNagErrors,
@@ -400,7 +401,7 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
   });
 
   it('refuses an existing cluster the relay could not reach from a VPC the stack creates, unless the stage names brokers it reaches', () => {
-    const stage = { msk: { clusterArn: CLUSTER_ARN } };
+    const stage = { msk: { clusterArn: CLUSTER_ARN }, ...SHIPPED_SHARED_TABLES };
     expect(configError(stage).message).toContain(
       "stages.test.network: the outbox relay produces to msk.clusterArn from the stage's subnets, and a VPC this stack creates has no route to it",
     );

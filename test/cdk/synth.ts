@@ -27,8 +27,11 @@ export const EXISTING_NETWORK = {
   availabilityZones: ['eu-west-1a', 'eu-west-1b'],
 };
 
-/** The stage keys of an existing cluster in its own VPC, to spread into a stage. */
-export const EXISTING_CLUSTER = { msk: { clusterArn: CLUSTER_ARN }, network: EXISTING_NETWORK };
+/** The table the shipped case consumers share (their audit trail): every stage of cdk.json lists it. */
+export const SHIPPED_SHARED_TABLES = { sharedTables: ['case_core.case_audit'] };
+
+/** The stage keys of an existing cluster in its own VPC, to spread into a stage (with the shipped consumers' shared table). */
+export const EXISTING_CLUSTER = { msk: { clusterArn: CLUSTER_ARN }, network: EXISTING_NETWORK, ...SHIPPED_SHARED_TABLES };
 
 export const CDK_JSON = JSON.parse(readFileSync(new URL('../../cdk.json', import.meta.url), 'utf8')) as CdkJson;
 

@@ -253,7 +253,7 @@ describe('the bundled functions', () => {
     await expect(
       invoke('ingest', mskEvent([]), { CONSUMER_NAME: 'no-such-consumer' }, db.urlAs(DatabaseRoles.ingest)),
     ).rejects.toMatchObject({
-      stderr: expect.stringContaining('CONSUMER_NAME: unknown consumer "no-such-consumer"'),
+      stderr: expect.stringContaining('CONSUMER_NAME: "no-such-consumer", but this function is built for consumer "case-projection"'),
     });
   });
 });
@@ -416,7 +416,7 @@ describe('the bundled ingest loads its decoders on demand', () => {
     const coverageDir = await mkdtemp(`${tmpdir()}/ingest-coverage-`);
     try {
       const result = await invoke('ingest', event, { ...env, NODE_V8_COVERAGE: coverageDir });
-      return { result, ran: await packagesThatRan(coverageDir, bundles.file('ingest')) };
+      return { result, ran: await packagesThatRan(coverageDir, bundles.file('ingest', env.CONSUMER_NAME)) };
     } finally {
       await rm(coverageDir, { recursive: true, force: true });
     }

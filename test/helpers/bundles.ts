@@ -12,7 +12,7 @@ import { cp, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { bundleFunction, FUNCTIONS, type FunctionName } from '../../tools/bundle';
+import { bundleFileOf, bundleFunction, bundleTargets, FUNCTIONS, type FunctionName } from '../../tools/bundle';
 import { freePort } from '../../tools/embedded-postgres';
 
 export { FUNCTIONS, type FunctionName };
@@ -21,13 +21,13 @@ const run = promisify(execFile);
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const INVOKE = join(ROOT, 'tools', 'invoke-handler.mjs');
 
-/** Where the bundle of `fn` is written under `outDir`. */
-export const bundleOf = (outDir: string, fn: FunctionName): string => join(outDir, fn, 'index.mjs');
+/** The bundle of `fn` for `consumer` under `outDir` (tools/bundle.ts bundleFileOf). */
+export const bundleOf = (outDir: string, fn: FunctionName, consumer?: string): string => bundleFileOf(outDir, fn, consumer);
 
 /**
- * Bundle `functions/<fn>/handler.ts` of `sourceRoot` for each function into `outDir`
- * (tools/bundle.ts: as the CDK app does; `sourcemap` for the functions named), and copy the
- * tree's migrations/ beside the migration function's bundle (what the migrations
+ * Bundle each function of `sourceRoot` into `outDir`, a consumer's functions once per
+ * consumer (tools/bundle.ts: as the CDK app does; `sourcemap` for the functions named), and
+ * copy the tree's migrations/ beside the migration function's bundle (what the migrations
  * construct's afterBundling hook does).
  */
 export async function buildBundles(
@@ -36,7 +36,16 @@ export async function buildBundles(
   options: { functions?: readonly FunctionName[]; sourcemap?: readonly FunctionName[] } = {},
 ): Promise<void> {
   const functions = options.functions ?? FUNCTIONS;
-  await Promise.all(functions.map((fn) => bundleFunction(fn, outDir, { sourceRoot, sourcemap: options.sourcemap?.includes(fn) === true })));
+  const targets = (await bundleTargets(sourceRoot)).filter((t) => functions.includes(t.fn));
+  await Promise.all(
+    targets.map((t) =>
+      bundleFunction(t.fn, outDir, {
+        sourceRoot,
+        sourcemap: options.sourcemap?.includes(t.fn) === true,
+        ...(t.consumer === undefined ? {} : { consumer: t.consumer }),
+      }),
+    ),
+  );
   if (functions.includes('migrate')) {
     await mkdir(join(outDir, 'migrate', 'migrations'), { recursive: true });
     await cp(join(sourceRoot, 'migrations'), join(outDir, 'migrate', 'migrations'), { recursive: true });
@@ -81,8 +90,8 @@ export interface Bundles {
   invokeOutput(fn: FunctionName, event: unknown, env: Record<string, string>): Promise<BundleOutput>;
   /** Invoke `fn` in its own process: its result. */
   invoke(fn: FunctionName, event: unknown, env: Record<string, string>): Promise<unknown>;
-  /** Where the bundle of `fn` is. */
-  file(fn: FunctionName): string;
+  /** Where the bundle of `fn` (for `consumer`) is. */
+  file(fn: FunctionName, consumer?: string): string;
   remove(): Promise<void>;
 }
 
@@ -96,7 +105,7 @@ export async function bundledFunctions(name: string, options: { sourcemap?: read
   await buildBundles(ROOT, outDir, options);
   const invokeOutput = (fn: FunctionName, event: unknown, env: Record<string, string>) =>
     invokeBundle(
-      bundleOf(outDir, fn),
+      bundleOf(outDir, fn, env.CONSUMER_NAME),
       event,
       { LOG_LEVEL: 'ERROR', POWERTOOLS_METRICS_DISABLED: 'true', ...env },
       { requestId: `req-${fn}`, cwd: ROOT },
@@ -104,7 +113,7 @@ export async function bundledFunctions(name: string, options: { sourcemap?: read
   return {
     invokeOutput,
     invoke: async (fn, event, env) => resultOf(await invokeOutput(fn, event, env)),
-    file: (fn) => bundleOf(outDir, fn),
+    file: (fn, consumer) => bundleOf(outDir, fn, consumer),
     remove: () => rm(outDir, { recursive: true, force: true }),
   };
 }

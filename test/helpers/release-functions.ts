@@ -73,7 +73,7 @@ export async function invokeRelease(
     ...(fn === 'relay' ? await relayWithoutBrokers() : {}),
     ...options.env,
   };
-  const output = await invokeBundle(bundleOf(bundles, fn), event, env, { requestId: `${label}-${fn}-${randomUUID()}` }).catch(
+  const output = await invokeBundle(bundleOf(bundles, fn, consumer), event, env, { requestId: `${label}-${fn}-${randomUUID()}` }).catch(
     (error: { stdout?: string; stderr?: string }) => {
       throw new Error(
         `the ${label} release's ${fn}${consumer === undefined ? '' : ` (${consumer})`} failed:\n${error.stdout}\n${error.stderr}`,

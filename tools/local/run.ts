@@ -752,6 +752,7 @@ async function startPauseDrill(sim: Simulation, mappings: Mappings, crashes: Cra
       sql: await sim.db.as(DatabaseRoles.ops, 2),
       scheduler: sim.schedulerService.client(),
       lambda: sim.lambdaClient,
+      consumers: [...sim.consumers.values()],
       config: {
         scheduler: {
           groupName: LOCAL_SCHEDULE_GROUP,

@@ -1,6 +1,6 @@
 /** `poison reingest <id>`: re-parse a poison row with today's schemas; if valid, store it and resolve it. */
 import { z } from 'zod';
-import type { ConsumerDeclaration } from '../../framework/types';
+import type { ConsumerManifestEntry } from '../../framework/manifest';
 import { inboxIdOf } from '../../inbox/find-event';
 import { insertInboxBatch, type InboxInsert } from '../../inbox/insert-batch';
 import { recordOperatorAction } from '../../inbox/operator-audit';
@@ -54,7 +54,7 @@ type Done = { dryRun: false; poisonId: string; consumer: string; inboxId: string
  * An unresolved poison row decoded again with today's decoder: its consumer and the inbox
  * row it becomes. Resolved already, or still not valid: an OpsError that says why.
  */
-function decodeAgain(deps: OpsDeps, row: PoisonRow): { consumer: ConsumerDeclaration; decoded: { row: InboxInsert } } {
+function decodeAgain(deps: OpsDeps, row: PoisonRow): { consumer: ConsumerManifestEntry; decoded: { row: InboxInsert } } {
   if (row.resolved_at !== null) {
     throw new OpsError(
       OpsErrorCodes.ALREADY_RESOLVED,

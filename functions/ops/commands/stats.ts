@@ -1,7 +1,7 @@
 /** `stats`: per consumer, rows by status, the due backlog and its oldest age, unresolved poison. */
 import { z } from 'zod';
 import { listPauses } from '../../inbox/consumer-pause';
-import type { ConsumerDeclaration } from '../../framework/types';
+import type { ConsumerManifestEntry } from '../../framework/manifest';
 import { effectivePayloadRetentionDays } from '../../inbox/purge';
 import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
 import type { InboxStatus } from '../../inbox/types';
@@ -44,7 +44,7 @@ function pausedLines(consumers: readonly ConsumerStats[]): string {
 const HELD_LISTED = 20;
 
 /** The smallest payload retention of the consumers counted: no row received since then has left the inbox. */
-function leftAfterDays(consumers: readonly ConsumerDeclaration[]): number {
+function leftAfterDays(consumers: readonly ConsumerManifestEntry[]): number {
   return consumers.length === 0 ? 0 : Math.min(...consumers.map((c) => effectivePayloadRetentionDays(c.retention)));
 }
 

@@ -1,6 +1,7 @@
 /** Shared arrangement for the ops commands' database tests. */
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { localManifest } from '../../../functions/consumers';
 import type { Invocation, OpsDeps } from '../../../functions/ops/command';
 import { OpsError, type OpsErrorCode } from '../../../functions/ops/errors';
 import { runCommand } from '../../../functions/ops/run';
@@ -35,7 +36,7 @@ const noLambda: Pick<LambdaClient, 'send'> = {
 };
 
 export function opsDeps(sql: Sql, overrides: Partial<OpsDeps> = {}): OpsDeps {
-  return { sql, scheduler: noScheduler, lambda: noLambda, config: schedulerConfig(), ...overrides };
+  return { sql, scheduler: noScheduler, lambda: noLambda, config: schedulerConfig(), consumers: localManifest(), ...overrides };
 }
 
 export function run<T = any>(deps: OpsDeps, input: Record<string, unknown>, inv: Invocation = cli): Promise<T> {

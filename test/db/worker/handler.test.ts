@@ -3,6 +3,7 @@
  * the shared client, the remaining time and request id from the context.
  */
 import { afterAll, describe, expect, it } from 'vitest';
+import { getConsumer } from '../../../functions/consumers';
 import { loadConfig } from '../../../functions/lib/config';
 import { getSql } from '../../../functions/lib/db';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
@@ -28,7 +29,8 @@ describe('worker handler', () => {
       { payload: { caseId: 'case_h2', acceptedAt: '2026-07-03T09:15:30Z' } },
       { consumerName: 'case-sla', payload: { caseId: 'case_h3', acceptedAt: '2026-07-03T09:15:30Z' } },
     ]);
-    const { handler } = await import('../../../functions/worker/handler');
+    const { workerLambda } = await import('../../../functions/worker/handler');
+    const handler = await workerLambda(getConsumer('case-projection'));
 
     const result = await handler({}, { awsRequestId: 'req-1', getRemainingTimeInMillis: () => 60_000 } as never);
 

@@ -9,12 +9,13 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { GetScheduleCommand, SchedulerClient, UpdateScheduleCommand } from '@aws-sdk/client-scheduler';
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterAll, beforeEach, describe, expect, it } from 'vitest';
-import { getConsumer } from '../../../functions/consumers';
+import { getConsumer, localManifest } from '../../../functions/consumers';
 import { DatabaseRoles, workerRoleOf } from '../../../functions/lib/database-roles';
 import { loadConfig } from '../../../functions/lib/config';
 import { getSql } from '../../../functions/lib/db';
 import type { OpsDeps } from '../../../functions/ops/command';
 import { runCommand } from '../../../functions/ops/run';
+import { workerLambda } from '../../../functions/worker/handler';
 import { createWorkerInvocation } from '../../../functions/worker/invocation';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
@@ -33,7 +34,7 @@ process.env.LOG_LEVEL = 'SILENT';
 process.env.AWS_LAMBDA_FUNCTION_NAME = WORKER_FUNCTION;
 process.env.AWS_REGION = 'eu-west-1';
 process.env.WORKER_IDLE_MS = '0';
-const { handler } = await import('../../../functions/worker/handler');
+const handler = await workerLambda(getConsumer(CONSUMER));
 afterAll(async () => {
   await (await getSql(loadConfig().database)).end({ timeout: 5 });
 });
@@ -42,6 +43,7 @@ const ops: OpsDeps = {
   sql: db.as(DatabaseRoles.ops),
   scheduler: new SchedulerClient({ region: 'eu-west-1' }),
   lambda: new LambdaClient({ region: 'eu-west-1' }),
+  consumers: localManifest(),
   config: {
     scheduler: { groupName: 'inbox-schedules', workerSchedules: { [CONSUMER]: 'inbox-worker-case-projection' } },
     ingestMappings: {},

@@ -7,10 +7,18 @@
 import { EntityNotFoundException, GetSchemaVersionCommand, GlueClient } from '@aws-sdk/client-glue';
 import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { mockClient } from 'aws-sdk-client-mock';
+import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { confluentFetcher, secretCredentials } from '../../../functions/ingest/confluent-registry';
 import { glueFetcher } from '../../../functions/ingest/glue-registry';
-import { registryFetcher, RegistryUnavailableError, SchemaNotFoundError } from '../../../functions/ingest/schema-source';
+import {
+  createSchemaSource,
+  NOT_FOUND_CACHE,
+  registryFetcher,
+  RegistryUnavailableError,
+  SchemaNotFoundError,
+} from '../../../functions/ingest/schema-source';
+import type { SchemaRef } from '../../../functions/ingest/framing';
 import { schemaRegistrySchema } from '../../../functions/framework/schema-registry';
 
 const VERSION_ID = 'b7a3c8e2-5f14-4d6a-9c0b-1e2f3a4b5c6d';
@@ -230,5 +238,70 @@ describe('registryFetcher', () => {
       new RegistryUnavailableError('the function reads a Confluent registry with BASIC_AUTH only'),
     );
     expect(secrets.calls()).toEqual([]);
+  });
+});
+
+describe('unknown schema ids', () => {
+  const glueSource = (options: Parameters<typeof createSchemaSource>[1]) =>
+    createSchemaSource(
+      registryFetcher(schemaRegistrySchema.parse({ type: 'glue', registryArn: 'arn:aws:glue:eu-west-1:123456789012:registry/payments' }), {
+        timeoutMs: 1_000,
+        secretMaxAgeMs: 300_000,
+      }),
+      options,
+    );
+  const versionIdsAsked = () => glue.commandCalls(GetSchemaVersionCommand).map((c) => c.args[0].input.SchemaVersionId);
+
+  it('1,000 random ids over 20 batches cost one GetSchemaVersion each, each record still not found with its reason', async () => {
+    glue.on(GetSchemaVersionCommand).rejects(new EntityNotFoundException({ message: 'no such version', $metadata: {} }));
+    let clock = 0;
+    const source = glueSource({ now: () => clock });
+    const ids = Array.from({ length: 1_000 }, () => randomUUID());
+    const refs = ids.map((versionId): SchemaRef => ({ registry: 'glue', versionId }));
+
+    // Each batch names 500 of the ids (a window that moves by 250): every id is in ten batches.
+    const resolutions = [];
+    for (let b = 0; b < 20; b++) {
+      clock += 1_000;
+      const batch = Array.from({ length: 500 }, (_, j) => refs[(b * 250 + j) % refs.length]!);
+      resolutions.push(...(await source.resolve(batch)).values());
+    }
+
+    expect(versionIdsAsked()).toHaveLength(1_000);
+    expect(new Set(versionIdsAsked())).toEqual(new Set(ids));
+    expect(resolutions).toHaveLength(20 * 500);
+    for (const r of resolutions) {
+      expect(r.ok).toBe(false);
+      expect(!r.ok && r.error).toBeInstanceOf(SchemaNotFoundError);
+    }
+    expect(!resolutions[0]!.ok && resolutions[0]!.error.message).toBe(`the registry has no schema version ${ids[0]}`);
+
+    // Past the TTL an id is asked again: it may have been registered since.
+    clock += NOT_FOUND_CACHE.ttlMs;
+    await source.resolve(refs.slice(0, 10));
+    expect(versionIdsAsked()).toHaveLength(1_010);
+  });
+
+  it('remembers a bounded number of ids, forgetting the oldest answer first; an outage is not remembered', async () => {
+    glue.on(GetSchemaVersionCommand).rejects(new EntityNotFoundException({ message: 'no such version', $metadata: {} }));
+    const source = glueSource({ notFound: { ttlMs: 60_000, maxEntries: 100 } });
+    const refs = Array.from({ length: 1_000 }, (): SchemaRef => ({ registry: 'glue', versionId: randomUUID() }));
+
+    await source.resolve(refs);
+    await source.resolve([refs[999]!, refs[900]!]); // the newest 100: remembered
+    expect(versionIdsAsked()).toHaveLength(1_000);
+    await source.resolve([refs[0]!]); // the oldest: forgotten, asked again
+    expect(versionIdsAsked()).toHaveLength(1_001);
+
+    glue.reset();
+    glue.on(GetSchemaVersionCommand).rejects(Object.assign(new Error('Rate exceeded'), { name: 'ThrottlingException' }));
+    const throttled = glueSource({});
+    const [first] = (await throttled.resolve([refs[1]!])).values();
+    await throttled.resolve([refs[1]!]);
+    expect(!first!.ok && first!.error).toBeInstanceOf(RegistryUnavailableError);
+    expect(versionIdsAsked()).toEqual([
+      refs[1]!.registry === 'glue' && refs[1]!.versionId,
+      refs[1]!.registry === 'glue' && refs[1]!.versionId,
+    ]);
   });
 });

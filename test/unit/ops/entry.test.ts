@@ -59,6 +59,7 @@ describe('ops Lambda', () => {
     sql: {} as Sql,
     scheduler: unused,
     lambda: unused,
+    consumers: [],
     config: { scheduler: { workerSchedules: {} }, ingestMappings: {}, workerFunctions: {}, maxPayloadBytes: 1 },
   };
   const handler = createOpsHandler(async () => deps, logger, { operatorPrincipals: [OPERATOR_ROLE] });
