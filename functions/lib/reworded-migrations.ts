@@ -64,6 +64,13 @@ export const REWORDED_MIGRATIONS: ReadonlyMap<string, RewordedMigration> = new M
     },
   ],
   [
+    '0100_operator_control.sql',
+    {
+      textChecksum: '437bde4417e5cd2a20d94b213d3d78ce685e49a9041e82ec0f0e47a400e46b7f',
+      checksum: 'statements-sha256:5437d32274df7d8974dd63aba4dfc043938ed328ae5804899cc5d14d1ba1f217',
+    },
+  ],
+  [
     '0110_consumed_events.sql',
     {
       textChecksum: '58ef044c1b6fdb2ff4f89fe7cb3710e74c51a3f9971b2d336e72ff7afe06ce5f',

@@ -37,7 +37,7 @@ import { emitsEvents, type ConsumerDeclaration } from '../../functions/framework
 import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { claimDue } from '../../functions/inbox/claim-due';
 import { createWorkerInvocation } from '../../functions/worker/invocation';
-import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
+import { inboxStatusCounts, poisonCounts } from '../../functions/ops/queries/stats';
 import { createIngestHandler } from '../../functions/ingest/ingest';
 import { parseConfig, type Config } from '../../functions/lib/config';
 import { createSql, type Sql } from '../../functions/lib/db';
