@@ -50,6 +50,13 @@ export const REWORDED_MIGRATIONS: ReadonlyMap<string, RewordedMigration> = new M
     },
   ],
   [
+    '0060_worker_slots.sql',
+    {
+      textChecksum: '028d23d06e195cbf313a8dfb39d2fe350d8eb8ef4ac7bdee48e66861717211b9',
+      checksum: 'statements-sha256:6921302cc8f0ce622da9ae42c64d8eaf35b6e925b4313993bcfcbb95d847e52b',
+    },
+  ],
+  [
     '0080_case_audit.sql',
     {
       textChecksum: '5283a882ce55a34567991616b805c04e12d36e1ab16ba1b0bb58db4c7dc5de31',
