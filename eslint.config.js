@@ -7,6 +7,10 @@
 // Layers point down: handlers and tools → function cores → the consumers → the consumer
 // framework → inbox/outbox SQL → lib (LAYERS below). A consumer imports the framework
 // through its entry point (functions/framework/index.ts) only.
+//
+// The core imports no wing: the wings (functions/wings/*: optional mechanisms such as the
+// wake-ups) sit above the function cores and plug into their seams; a function's handler.ts
+// is where it plugs them in, and the one file of a core folder that may import a wing.
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
 
@@ -23,45 +27,64 @@ const LAYERS = [
   {
     name: 'function cores and handlers',
     folders: ['functions/ingest', 'functions/worker', 'functions/reaper', 'functions/relay', 'functions/migrate'],
+    plugsWingsIn: true,
   },
+  // Optional mechanisms, each behind a seam of the cores: not needed for the guarantees.
+  { name: 'wings', folders: ['functions/wings/wake-ups'], wing: true },
   // The operator's commands drive the cores: a re-ingested poison record is decoded exactly
   // as the ingest function decodes it.
   { name: 'operator commands', folders: ['functions/ops'] },
 ];
 
+/** Where a function's core plugs its wings in: its handler (a folder's handler.ts). */
+const PLUGS_WINGS_IN = 'handler.ts';
+
 const nameOf = (folder) => folder.split('/').pop();
+
+/** The wing folders: no core file imports one (a handler.ts plugs them in). */
+const WINGS = LAYERS.filter((l) => l.wing).flatMap((l) => l.folders);
 
 function layerRules() {
   return LAYERS.flatMap((layer, i) =>
-    layer.folders.map((folder) => {
-      const peers = layer.folders.filter((f) => f !== folder);
+    layer.folders.flatMap((folder) => {
       const higher = LAYERS.slice(i + 1).flatMap((l) => l.folders);
-      return {
-        files: [`${folder}/**/*.ts`],
-        rules: {
-          'no-restricted-imports': [
-            'error',
-            {
-              patterns: [
-                ...higher.map((f) => ({
-                  group: [`**/${nameOf(f)}/*`],
-                  message: `${folder} (${layer.name}) sits below ${f}: move what both need down to ${layer.name} or lower.`,
-                })),
-                ...(layer.throughEntryPoint ?? []).map((f) => ({
-                  group: [`**/${nameOf(f)}/*`],
-                  message: `${folder} imports ${f} through its entry point only ('../${nameOf(f)}').`,
-                })),
-                ...peers.map((f) => ({
-                  group: [`**/${nameOf(f)}/*`],
-                  message: `${folder} and ${f} are peers (${layer.name}): what both need belongs in a layer below them.`,
-                })),
-              ],
-            },
-          ],
-        },
-      };
+      const rules = (plugsWingsIn) => restrictedImports(layer, folder, higher, plugsWingsIn);
+      // Later entries win: a function's handler.ts gets its folder's rule without the wing patterns.
+      return [
+        { files: [`${folder}/**/*.ts`], rules: rules(false) },
+        ...(layer.plugsWingsIn ? [{ files: [`${folder}/${PLUGS_WINGS_IN}`], rules: rules(true) }] : []),
+      ];
     }),
   );
+}
+
+function restrictedImports(layer, folder, higher, plugsWingsIn) {
+  const peers = layer.folders.filter((f) => f !== folder);
+  return {
+    'no-restricted-imports': [
+      'error',
+      {
+        patterns: [
+          ...higher
+            .filter((f) => !(plugsWingsIn && WINGS.includes(f)))
+            .map((f) => ({
+              group: [`**/${nameOf(f)}/*`],
+              message: WINGS.includes(f)
+                ? `The core imports no wing: ${folder} is core and ${f} a wing. Give the core a seam (an optional dependency or a hook) and plug the wing in from a handler.ts.`
+                : `${folder} (${layer.name}) sits below ${f}: move what both need down to ${layer.name} or lower.`,
+            })),
+          ...(layer.throughEntryPoint ?? []).map((f) => ({
+            group: [`**/${nameOf(f)}/*`],
+            message: `${folder} imports ${f} through its entry point only ('../${nameOf(f)}').`,
+          })),
+          ...peers.map((f) => ({
+            group: [`**/${nameOf(f)}/*`],
+            message: `${folder} and ${f} are peers (${layer.name}): what both need belongs in a layer below them.`,
+          })),
+        ],
+      },
+    ],
+  };
 }
 
 export default defineConfig(

@@ -22,7 +22,7 @@
 import { randomBytes } from 'node:crypto';
 import { parseArgs } from 'node:util';
 import postgres from 'postgres';
-import { reserveWakeUp } from '../functions/inbox/wake-up-gate';
+import { reserveWakeUp } from '../functions/wings/wake-ups/wake-up-gate';
 import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../functions/lib/database-roles';
 import { roleUrl } from '../tools/database-roles';
 import { freePort } from '../tools/embedded-postgres';

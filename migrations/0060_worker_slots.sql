@@ -1,4 +1,4 @@
--- Who is awake for a consumer (functions/worker/invocation.ts, docs/worker.md "Wake-ups"):
+-- Who is awake for a consumer (functions/wings/wake-ups/invocation.ts, docs/worker.md "Wake-ups"):
 -- a fixed number of slots per consumer, its workers' maximum concurrency. A worker
 -- invocation drains only while it holds a slot; an invocation sent to wake a worker (by
 -- ingest, by a worker fanning out or handing over) reserves a slot first, so the number of

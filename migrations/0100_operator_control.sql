@@ -40,7 +40,7 @@ create table integration.scheduled_replay (
     schedule_name   text not null,
     -- When it may run (the schedule's at() time).
     run_at          timestamptz not null,
-    -- The selection and limit, as ops replay takes them (functions/inbox/quarantine-action.ts).
+    -- The selection and limit, as ops replay takes them (functions/ops/queries/quarantine-action.ts).
     selection       jsonb not null,
     row_limit       integer not null,
     actor           text not null,

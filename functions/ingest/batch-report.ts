@@ -13,7 +13,13 @@ import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
 import type { StoreStrategy } from './store-batch';
 import type { KafkaBatchResponse, KafkaRecord } from './types';
-import type { WakeUpResult } from './wake-worker';
+
+/**
+ * What waking the worker after a batch did (the wake-ups wing, functions/wings/wake-ups): sent
+ * a wake-up, found one awake or on its way (the gate was closed), found the consumer paused,
+ * or failed.
+ */
+export type WakeUpResult = 'sent' | 'gate-closed' | 'paused' | 'failed';
 
 /** What one invocation did; the handler returns `response`, tests and the simulator read the rest. */
 export interface IngestReport {

@@ -1,6 +1,11 @@
 /**
  * A record's value, from the ESM's base64 to a normalized envelope, or the poison reason
  * that stops it (decode.ts lists the steps and why each is strict).
+ *
+ * Bytes ↔ text, strictly (the helpers below, decode.ts uses them too): Node is lenient by
+ * default (Buffer.from(s, 'base64') skips characters that are not base64,
+ * Buffer#toString('utf8') replaces invalid bytes with U+FFFD), and either would store
+ * something the producer never sent.
  */
 import { createHash } from 'node:crypto';
 import { normalizeEnvelope, type NormalizedEnvelope } from '../framework/envelopes';
@@ -9,7 +14,6 @@ import { BodyTooLargeError, inflateBody, readFraming, refKey, type RegistryKind 
 import { findUnstorable, jsonDepth, ValueTooDeepError } from './json-text';
 import { PoisonCodes, type PoisonCode } from './poison-codes';
 import { RegistryUnavailableError, SchemaNotFoundError } from './schema-source';
-import { decodeBase64, encodeBytes, replaceUnstorable, storableUtf8, utf8 } from './text-bytes';
 import type { KafkaRecord } from './types';
 import { JSON_ROUTE, OPEN_BRACE, routeOf, valueSchemaOf, type ValueRoute, type ValueSchemas } from './value-route';
 import type { CompiledSchema } from './writer-schema';
@@ -22,6 +26,43 @@ export interface DecodeLimits {
 }
 
 export const DEFAULT_MAX_JSON_DEPTH = 64;
+
+/** UTF-8 that throws on an invalid byte instead of replacing it. */
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * The bytes of strict base64 as the ESM writes it (standard alphabet, padded, canonical),
+ * or null. Checked by round trip: Node's decoder skips what it does not understand and
+ * accepts the URL-safe alphabet, so only re-encoding to the same text proves the decoding
+ * lost nothing. Cheaper than a pattern over the whole value, too.
+ */
+export function decodeBase64(s: string): Buffer | null {
+  const bytes = Buffer.from(s, 'base64');
+  return bytes.toString('base64') === s ? bytes : null;
+}
+
+/** Bytes as text when they are valid UTF-8 that PostgreSQL can store, else null. */
+export function storableUtf8(bytes: Uint8Array): string | null {
+  try {
+    const s = utf8.decode(bytes);
+    return s.includes('\u0000') ? null : s;
+  } catch {
+    return null;
+  }
+}
+
+/** Text or base64, whichever keeps the bytes exactly. `base64` is the ESM's own encoding of them. */
+export function encodeBytes(bytes: Uint8Array, base64: string): { text: string; encoding: 'utf8' | 'base64' } {
+  const s = storableUtf8(bytes);
+  return s === null ? { text: base64, encoding: 'base64' } : { text: s, encoding: 'utf8' };
+}
+
+/** Text PostgreSQL can store: NUL and unpaired surrogates replaced with U+FFFD. */
+export function replaceUnstorable(s: string): string {
+  return s.replace(/\u0000/g, '\uFFFD').replace(new RegExp(LONE_SURROGATE.source, 'g'), '\uFFFD');
+}
 
 /** What an oversized value's poison row keeps of it: this many bytes from its start. */
 export const OVERSIZED_PREFIX_BYTES = 4 * 1024;

@@ -12,9 +12,9 @@
  * multi-row INSERT, so it is caught here; the bisecting store in store-batch.ts is the
  * backstop for anything this check does not foresee.
  *
- * This module is the record: its key, headers and the row it becomes. The value's steps are
- * decode-value.ts, how a value is routed to its writer schema value-route.ts, and the strict
- * byte and text conversions text-bytes.ts.
+ * This module is the record: its key, headers and the row it becomes. The value's steps and
+ * the strict byte and text conversions are decode-value.ts, how a value is routed to its
+ * writer schema value-route.ts.
  *
  * Records of a consumer whose mapping validates against a schema registry (Glue or
  * Confluent, docs/ingest.md "Schema registries") take the same steps: with the JSON record
@@ -31,10 +31,9 @@ import type { ConsumerDeclaration } from '../framework/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
 import { carrierFromHeaders } from '../lib/tracing';
-import { decodeValue, type DecodeLimits } from './decode-value';
+import { decodeBase64, decodeValue, encodeBytes, replaceUnstorable, storableUtf8, type DecodeLimits } from './decode-value';
 import { isStorableText } from './json-text';
 import { PoisonCodes, type PoisonCode } from './poison-codes';
-import { decodeBase64, encodeBytes, replaceUnstorable, storableUtf8 } from './text-bytes';
 import type { KafkaRecord } from './types';
 import { valueSchemaOf, type ValueSchemas } from './value-route';
 

@@ -13,11 +13,13 @@ import { classifyError, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, createObservability } from '../lib/observability';
 import { flushTraces, startTracing } from '../lib/tracing';
-import { wakeUpClient, type WorkerTarget } from '../lib/wake-up';
 import { schemaRegistrySchema } from '../framework/schema-registry';
-import { createIngestHandler, failEveryPartition } from './ingest';
+import { createIngestHandler, failEveryPartition, type WorkerWakeUp } from './ingest';
 import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
+// The handler plugs the wings into the core: the core imports none (docs/development.md).
+import { wakeUpClient } from '../wings/wake-ups/wake-up';
+import { wakeUpsTo } from '../wings/wake-ups/wake-worker';
 
 export type IngestLambda = (event: KafkaEvent, context: Context) => Promise<KafkaBatchResponse>;
 
@@ -29,9 +31,9 @@ export async function ingestLambda(consumer: ConsumerDeclaration): Promise<Inges
   // The SDK loads only when OTEL_TRACES_EXPORTER asks for spans (lib/tracing.ts).
   await startTracing(config.tracing, { serviceName: config.observability.serviceName });
   // The consumer's worker, woken when a batch leaves it rows and nobody is awake to see them.
-  const wakeUp: WorkerTarget | undefined =
+  const wakeUp: WorkerWakeUp | undefined =
     config.wakeUps.enabled && config.wakeUps.workerFunctionName !== undefined
-      ? { lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName }
+      ? wakeUpsTo({ lambda: wakeUpClient(), functionName: config.wakeUps.workerFunctionName })
       : undefined;
 
   // The stage's registry (SCHEMA_REGISTRY), else the declaration's: parsed at cold start, so a

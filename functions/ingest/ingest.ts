@@ -11,7 +11,7 @@
  *
  * How a batch is stored, and the ladder it steps down when the one transaction fails, is
  * store-batch.ts. This module wires the steps of one invocation: classify the records
- * (classify-records.ts), store them (store-batch.ts), wake the worker (wake-worker.ts), and
+ * (classify-records.ts), store them (store-batch.ts), wake the worker (the wake-ups wing, through deps.wakeUp), and
  * report (batch-report.ts).
  *
  * A paused consumer (ops pause: its processing, migration 0100) is still ingested: its
@@ -30,9 +30,8 @@ import { retryOnDeadConnection, type Sql } from '../lib/db';
 import { classifyError, type Classification } from '../lib/errors';
 import { connectionRetried } from '../lib/observability';
 import { logKeysOf, spanContextOf, tracer } from '../lib/tracing';
-import type { WorkerTarget } from '../lib/wake-up';
 import type { InboxInsert } from '../inbox/insert-batch';
-import { countOutcomes, emptyReport, logBatch, publishCounts, type IngestReport } from './batch-report';
+import { countOutcomes, emptyReport, logBatch, publishCounts, type IngestReport, type WakeUpResult } from './batch-report';
 import { classifyRecords, type Classified } from './classify-records';
 import { decodeRecord } from './decode';
 import type { DecodeLimits } from './decode-value';
@@ -40,7 +39,6 @@ import type { SchemaSource } from './schema-source';
 import { storeBatch, type StoreContext } from './store-batch';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';
 import { resolveValueSchemas, type ValueSchemas } from './value-route';
-import { wakeWorker } from './wake-worker';
 import { compileSchema, type SchemaDefinition } from './writer-schema';
 
 export interface IngestDependencies {
@@ -50,10 +48,11 @@ export interface IngestDependencies {
   logger: Logger;
   metrics: Metrics;
   /**
-   * The consumer's worker, woken when a batch leaves it rows and no worker is awake
-   * (docs/worker.md, "Wake-ups"). Absent: the schedule alone runs the worker.
+   * Wakes the consumer's worker when a batch leaves it rows and no worker is awake: the
+   * wake-ups wing's `wakeUpsTo` (functions/wings/wake-ups, docs/worker.md "Wake-ups"),
+   * plugged in by the handler. Absent: the schedule alone runs the worker.
    */
-  wakeUp?: WorkerTarget;
+  wakeUp?: WorkerWakeUp;
   /**
    * Where the writer schemas of registry-framed values come from (the consumer's schema
    * registry, docs/ingest.md "Binary values"). Absent: a value naming a registry schema is
@@ -61,6 +60,21 @@ export interface IngestDependencies {
    */
   schemaSource?: SchemaSource;
 }
+
+/** What a wake-up after the batch works with: the ingest's own client, logger and metrics. */
+export interface WakeUpScope {
+  sql: Sql;
+  consumerName: string;
+  logger: Logger;
+  metrics: Metrics;
+}
+
+/**
+ * The seam of the wake-ups wing: called after the batch is stored, never before, with the
+ * invocation's request id. It never throws: a wake-up that fails is logged, counted and
+ * reported as 'failed'; the batch's response is unaffected.
+ */
+export type WorkerWakeUp = (scope: WakeUpScope, requestId: string) => Promise<WakeUpResult>;
 
 /** Every partition of the batch at its lowest offset. */
 export function failEveryPartition(event: KafkaEvent): BatchItemFailure[] {
@@ -201,9 +215,8 @@ async function ingestRecords(
   // of a first retry and takes it when due, instead of the next tick).
   const forWorker = report.inserted - (report.processed + report.ignored + report.quarantined);
   if (deps.wakeUp !== undefined && failure === undefined && forWorker > 0) {
-    report.wakeUp = await wakeWorker(
+    report.wakeUp = await deps.wakeUp(
       { sql: deps.sql, consumerName: deps.consumer.name, logger: deps.logger, metrics: deps.metrics },
-      deps.wakeUp,
       context.awsRequestId,
     );
   }

@@ -50,6 +50,13 @@ export const REWORDED_MIGRATIONS: ReadonlyMap<string, RewordedMigration> = new M
     },
   ],
   [
+    '0060_worker_slots.sql',
+    {
+      textChecksum: '028d23d06e195cbf313a8dfb39d2fe350d8eb8ef4ac7bdee48e66861717211b9',
+      checksum: 'statements-sha256:6921302cc8f0ce622da9ae42c64d8eaf35b6e925b4313993bcfcbb95d847e52b',
+    },
+  ],
+  [
     '0080_case_audit.sql',
     {
       textChecksum: '5283a882ce55a34567991616b805c04e12d36e1ab16ba1b0bb58db4c7dc5de31',
@@ -61,6 +68,13 @@ export const REWORDED_MIGRATIONS: ReadonlyMap<string, RewordedMigration> = new M
     {
       textChecksum: 'b53dcb7d221049bdadd0a03083ec907ebcf288f1df03caf09c0566e81ef19be9',
       checksum: 'statements-sha256:4b4626853a0560345dbab9c31209cb344bacafa9303b33d48b0abe8f4e824053',
+    },
+  ],
+  [
+    '0100_operator_control.sql',
+    {
+      textChecksum: '437bde4417e5cd2a20d94b213d3d78ce685e49a9041e82ec0f0e47a400e46b7f',
+      checksum: 'statements-sha256:5437d32274df7d8974dd63aba4dfc043938ed328ae5804899cc5d14d1ba1f217',
     },
   ],
   [

@@ -4,7 +4,7 @@
  * of a quarantined event shows the replay or resolve between its attempts.
  */
 import { SpanKind } from '@opentelemetry/api';
-import type { QuarantinedCandidate } from '../inbox/quarantine-action';
+import type { QuarantinedCandidate } from './queries/quarantine-action';
 import { contextOf, tracer } from '../lib/tracing';
 
 export function traceOperatorAction(

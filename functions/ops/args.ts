@@ -5,7 +5,7 @@
  * an error, not silently ignored — `--consumr x` must not widen a replay to everything).
  */
 import { z } from 'zod';
-import type { Since } from '../inbox/since';
+import type { Since } from './queries/since';
 
 /** A boolean from JSON (true/false) or from the CLI (a bare flag is true; "true"/"false" spelled out). */
 export const flag = z

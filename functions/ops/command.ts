@@ -10,7 +10,7 @@ import type { SchedulerClient } from '@aws-sdk/client-scheduler';
 import type { S3Client } from '@aws-sdk/client-s3';
 import type { SSMClient } from '@aws-sdk/client-ssm';
 import type { z } from 'zod';
-import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
+import { recordOperatorAction, type OperatorActionEntry } from './queries/operator-audit';
 import type { ConsumerManifest, ConsumerManifestEntry } from '../framework/manifest';
 import type { Config } from '../lib/config';
 import type { Sql } from '../lib/db';

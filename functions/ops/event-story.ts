@@ -4,9 +4,9 @@
  * together with every recorded moment in one timeline.
  */
 import { spanContextOf } from '../lib/tracing';
-import type { ConsumedEventRow, EventPoisonRow, EventRow } from '../inbox/find-event';
+import type { ConsumedEventRow, EventPoisonRow, EventRow } from './queries/find-event';
 import type { PauseRow } from '../inbox/consumer-pause';
-import type { ActionOnRows } from '../inbox/operator-audit';
+import type { ActionOnRows } from './queries/operator-audit';
 import { pauseView, type PauseView } from './pause-targets';
 
 export interface TimelineEntry {

@@ -25,7 +25,7 @@
  */
 import { z } from 'zod';
 import { countInFlight, liftPause, recordPause, type PauseRow, type PauseTarget } from '../inbox/consumer-pause';
-import { recordOperatorAction, type OperatorActionEntry } from '../inbox/operator-audit';
+import { recordOperatorAction, type OperatorActionEntry } from './queries/operator-audit';
 import { caller, flag, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
 import { OpsError, OpsErrorCodes } from './errors';

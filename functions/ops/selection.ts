@@ -5,7 +5,7 @@
  * run that replay and resolve share live together here.
  */
 import { z } from 'zod';
-import { recordOperatorAction } from '../inbox/operator-audit';
+import { recordOperatorAction } from './queries/operator-audit';
 import {
   countErrorCodes,
   countQuarantined,
@@ -15,7 +15,7 @@ import {
   type QuarantineActionResult,
   type QuarantinedCandidate,
   type QuarantineSelection,
-} from '../inbox/quarantine-action';
+} from './queries/quarantine-action';
 import type { Sql } from '../lib/db';
 import { caller, count, datetime, flag, inboxId, reasonText, text } from './args';
 import { actorOf, knownConsumer, type Invocation, type OpsDeps } from './command';
@@ -152,7 +152,7 @@ export async function dryRunOn(deps: OpsDeps, action: 'replay' | 'resolve', args
 
 /**
  * Run a replay or resolve for real: a reason and an actor are required; `move` changes the
- * rows and writes the audit row in one transaction (functions/inbox/quarantine-action.ts).
+ * rows and writes the audit row in one transaction (functions/ops/queries/quarantine-action.ts).
  */
 export async function runOn(
   deps: OpsDeps,

@@ -2,9 +2,10 @@
  * Worker function: drains the due rows of one consumer within the invocation's time
  * budget. Invoked by EventBridge Scheduler (rate(1 minute)), by its consumer's ingest
  * function when rows arrive and nobody is awake, and by its own invocations fanning out or
- * handing over. The logic lives in invocation.ts and run-worker.ts. Each consumer's function
- * is bundled from an entry that passes its own declaration (cdk/function-entries.ts): no
- * other team's module is in its bundle.
+ * handing over. The core's loop is run-worker.ts; the invocation around it (slots, the
+ * gate, fan-out, hand-over) is the wake-ups wing's (functions/wings/wake-ups/invocation.ts).
+ * Each consumer's function is bundled from an entry that passes its own declaration
+ * (cdk/function-entries.ts): no other team's module is in its bundle.
  */
 import type { Context } from 'aws-lambda';
 import type { ConsumerDeclaration } from '../framework/types';
@@ -12,8 +13,9 @@ import { loadConfig, requireOwnConsumer } from '../lib/config';
 import { beginInvocation, getSql, retryOnDeadConnection } from '../lib/db';
 import { connectionRetried, createObservability } from '../lib/observability';
 import { flushTraces, startTracing } from '../lib/tracing';
-import { createWorkerInvocation, type InvocationResult } from './invocation';
-import { wakeUpClient } from '../lib/wake-up';
+// The handler plugs the wings into the core: the core imports none (docs/development.md).
+import { createWorkerInvocation, type InvocationResult } from '../wings/wake-ups/invocation';
+import { wakeUpClient } from '../wings/wake-ups/wake-up';
 
 export type WorkerLambda = (event: unknown, context: Context) => Promise<InvocationResult>;
 

@@ -1,8 +1,9 @@
 /**
  * The worker's loop: claim → process → complete, until nothing is due or the invocation's
- * time budget is spent — or, awake (the Lambda handler's invocations, invocation.ts), until
- * nothing has been due for an idle interval: steady traffic is drained as it arrives by a
- * worker already running, rather than by a new invocation per batch. Called by the Lambda
+ * time budget is spent — or, awake (the Lambda handler's invocations, through the wake-ups
+ * wing: functions/wings/wake-ups/invocation.ts), until nothing has been due for an idle
+ * interval: steady traffic is drained as it arrives by a worker already running, rather
+ * than by a new invocation per batch. Called by the Lambda
  * handler, the local simulator and the benchmark, each with its own dependencies.
  */
 import { randomUUID } from 'node:crypto';
@@ -41,7 +42,10 @@ export interface WorkerDependencies {
   span?: Span;
 }
 
-/** How a worker stays awake, and what it does between claims (invocation.ts gives its slot's). */
+/**
+ * How a worker stays awake, and what it does between claims: the core's seam, which the
+ * wake-ups wing's invocation fills with its slot's renewal, fan-out and leave.
+ */
 export interface AwakeOptions {
   /** Keep claiming this long after the last claim that found rows (the invocation's start counts as one). */
   idleMs: number;

@@ -8,7 +8,7 @@
  *   ingest        the real ingest handler of each consumer (createIngestHandler), fed by a
  *                 simulated MSK event-source mapping per consumer and topic (mapping.ts);
  *                 some invocations get a client whose database is unreachable
- *   worker        the real worker invocation (functions/worker/invocation.ts, what the
+ *   worker        the real worker invocation (functions/wings/wake-ups/invocation.ts, what the
  *                 Lambda handler runs), on a simulated Lambda service (lambda.ts): invoked
  *                 asynchronously by a simulated scheduler every `tickMs` (EventBridge
  *                 Scheduler's rate(1 minute), accelerated unless --tick-ms 60000 or --rate),
@@ -36,8 +36,9 @@ import type { KafkaEvent } from '../../functions/ingest/types';
 import { emitsEvents, type ConsumerDeclaration } from '../../functions/framework/types';
 import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
 import { claimDue } from '../../functions/inbox/claim-due';
-import { createWorkerInvocation } from '../../functions/worker/invocation';
-import { inboxStatusCounts, poisonCounts } from '../../functions/inbox/stats';
+import { createWorkerInvocation } from '../../functions/wings/wake-ups/invocation';
+import { wakeUpsTo } from '../../functions/wings/wake-ups/wake-worker';
+import { inboxStatusCounts, poisonCounts } from '../../functions/ops/queries/stats';
 import { createIngestHandler } from '../../functions/ingest/ingest';
 import { parseConfig, type Config } from '../../functions/lib/config';
 import { createSql, type Sql } from '../../functions/lib/db';
@@ -500,7 +501,7 @@ async function ingestMapping(sim: Simulation, topic: string, name: string, unrea
   const live = createIngestHandler({
     ...deps,
     sql: await db.as(ingestRoleOf(consumer), options.pollers),
-    ...(options.wakeUps ? { wakeUp: { lambda: sim.lambdaClient, functionName: workerFunctionOf(name) } } : {}),
+    ...(options.wakeUps ? { wakeUp: wakeUpsTo({ lambda: sim.lambdaClient, functionName: workerFunctionOf(name) }) } : {}),
   });
   const context = () => ({ awsRequestId: randomUUID() });
   // As the ingest handler does at the end of every invocation.

@@ -1,6 +1,6 @@
 /** `audit`: the operator actions, newest first: who, when, why, what, how many, dry run or not. */
 import { z } from 'zod';
-import { listOperatorActions, OPERATOR_ACTIONS } from '../../inbox/operator-audit';
+import { listOperatorActions, OPERATOR_ACTIONS } from '../queries/operator-audit';
 import { caller, page, since, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
 import { decodeCursor, pageOf } from '../cursor';

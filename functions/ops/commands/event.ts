@@ -5,9 +5,9 @@
  * topic, each with its own row). No payload unless asked for.
  */
 import { z } from 'zod';
-import { findConsumedEvents, findEventPoison, findEventRows } from '../../inbox/find-event';
+import { findConsumedEvents, findEventPoison, findEventRows } from '../queries/find-event';
 import { listPauses } from '../../inbox/consumer-pause';
-import { actionsOnInboxRows } from '../../inbox/operator-audit';
+import { actionsOnInboxRows } from '../queries/operator-audit';
 import { caller, flag, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';

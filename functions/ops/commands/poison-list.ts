@@ -1,6 +1,6 @@
 /** `poison list`: raw poison rows, newest first, unresolved only by default, without raw values. */
 import { z } from 'zod';
-import { listPoison } from '../../inbox/poison';
+import { listPoison } from '../queries/poison';
 import { caller, flag, page, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
 import { decodeCursor, pageOf } from '../cursor';

@@ -1,10 +1,10 @@
 /** `poison reingest <id>`: re-parse a poison row with today's schemas; if valid, store it and resolve it. */
 import { z } from 'zod';
 import type { ConsumerManifestEntry } from '../../framework/manifest';
-import { inboxIdOf } from '../../inbox/find-event';
+import { inboxIdOf } from '../queries/find-event';
 import { insertInboxBatch, type InboxInsert } from '../../inbox/insert-batch';
-import { recordOperatorAction } from '../../inbox/operator-audit';
-import { getPoison, resolvePoison, type PoisonRow } from '../../inbox/poison';
+import { recordOperatorAction } from '../queries/operator-audit';
+import { getPoison, resolvePoison, type PoisonRow } from '../queries/poison';
 import { decodeRecord } from '../../ingest/decode';
 import type { KafkaRecord } from '../../ingest/types';
 import { caller, flag, poisonId, reasonText } from '../args';

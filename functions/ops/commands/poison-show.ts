@@ -1,6 +1,6 @@
 /** `poison show <id>`: one poison row, with its raw value. */
 import { z } from 'zod';
-import { getPoison } from '../../inbox/poison';
+import { getPoison } from '../queries/poison';
 import { caller, poisonId } from '../args';
 import { defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';

@@ -1,6 +1,6 @@
 /** `quarantine list`: QUARANTINED rows, newest first, keyset-paged; no payloads unless asked. */
 import { z } from 'zod';
-import { listQuarantined } from '../../inbox/quarantine';
+import { listQuarantined } from '../queries/quarantine';
 import { caller, flag, page, PAGE_DEFAULT, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
 import { decodeCursor, pageOf } from '../cursor';

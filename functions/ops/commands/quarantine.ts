@@ -1,6 +1,6 @@
 /** `quarantine`: the case inbox design's summary of QUARANTINED rows. */
 import { z } from 'zod';
-import { quarantineSummary } from '../../inbox/quarantine';
+import { quarantineSummary } from '../queries/quarantine';
 import { caller, text } from '../args';
 import { defineCommand, optionalConsumer } from '../command';
 import { get, table } from '../format';

@@ -10,7 +10,7 @@
  */
 import { z } from 'zod';
 import { listPauses } from '../../inbox/consumer-pause';
-import { recordOperatorAction } from '../../inbox/operator-audit';
+import { recordOperatorAction } from '../queries/operator-audit';
 import { caller, count, datetime, flag, reasonText, since, text } from '../args';
 import { actorOf, defineCommand, knownConsumer, type OpsDeps } from '../command';
 import { readConsumerEntry } from '../consumer-directory';

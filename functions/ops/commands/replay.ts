@@ -1,5 +1,5 @@
 /** `replay`: QUARANTINED → RETRY_PENDING due now, with a fresh attempt budget, audited. */
-import { replayQuarantined } from '../../inbox/replay';
+import { replayQuarantined } from '../queries/replay';
 import { defineCommand } from '../command';
 import { formatDone, formatDryRun } from '../format';
 import { actionSchema, dryRunOn, runOn, SELECTION_DEFAULT_LIMIT, type DoneResult, type DryRunResult } from '../selection';

@@ -1,5 +1,5 @@
 /** `resolve`: QUARANTINED → IGNORED without running it (OPERATOR_RESOLVED), audited. */
-import { resolveQuarantined } from '../../inbox/resolve';
+import { resolveQuarantined } from '../queries/resolve';
 import { defineCommand } from '../command';
 import { formatDone, formatDryRun } from '../format';
 import { actionSchema, dryRunOn, runOn, type DoneResult, type DryRunResult } from '../selection';

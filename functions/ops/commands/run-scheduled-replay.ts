@@ -2,10 +2,10 @@
  * `run-scheduled-replay --replay-id ID`: what the one-time schedules of schedule-replay
  * invoke. Runs the replay the database holds under that id, at most once; anything else
  * (an unknown id, a replay that already ran or is not yet due) is refused, audited, and
- * changes nothing (functions/inbox/scheduled-replay.ts).
+ * changes nothing (functions/ops/queries/scheduled-replay.ts).
  */
 import { z } from 'zod';
-import { runScheduledReplay } from '../../inbox/scheduled-replay';
+import { runScheduledReplay } from '../queries/scheduled-replay';
 import { traceOperatorAction } from '../action-spans';
 import { defineCommand } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';

@@ -2,9 +2,9 @@
 import { randomUUID } from 'node:crypto';
 import { CreateScheduleCommand, type CreateScheduleCommandInput } from '@aws-sdk/client-scheduler';
 import { z } from 'zod';
-import { recordOperatorAction } from '../../inbox/operator-audit';
-import { countQuarantined, inboxStatuses, type QuarantineSelection } from '../../inbox/quarantine-action';
-import { createScheduledReplay } from '../../inbox/scheduled-replay';
+import { recordOperatorAction } from '../queries/operator-audit';
+import { countQuarantined, inboxStatuses, type QuarantineSelection } from '../queries/quarantine-action';
+import { createScheduledReplay } from '../queries/scheduled-replay';
 import { caller, datetime, reasonText, REPLAY_SCHEDULE_PREFIX } from '../args';
 import { actorOf, defineCommand, type Invocation, type OpsDeps } from '../command';
 import { OpsError, OpsErrorCodes } from '../errors';

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { listPauses } from '../../inbox/consumer-pause';
 import type { ConsumerManifestEntry } from '../../framework/manifest';
 import { effectivePayloadRetentionDays } from '../../inbox/purge';
-import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../../inbox/stats';
+import { heldAggregates, inboxStatusCounts, poisonCounts, receivedSince, type HeldAggregate } from '../queries/stats';
 import type { InboxStatus } from '../../inbox/types';
 import { caller, since, text } from '../args';
 import { consumersOf, defineCommand, optionalConsumer } from '../command';

@@ -15,6 +15,7 @@ import { notificationService } from '../../../functions/consumers/notification-s
 import { defineHandler, type ConsumerDeclaration } from '../../../functions/framework';
 import { RetryableError } from '../../../functions/lib/errors';
 import { createIngest } from '../../../functions/ingest/ingest';
+import { wakeUpsTo } from '../../../functions/wings/wake-ups/wake-worker';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import { MetricNames } from '../../../functions/lib/metric-names';
 import { mskEvent, mskRecord, spreadRecords } from '../../../tools/msk-events';
@@ -46,7 +47,7 @@ function ingestWithWakeUp(consumerName: string | ConsumerDeclaration = 'case-pro
     config: { maxPayloadBytes: 256 * 1024 },
     logger: new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
     metrics,
-    wakeUp: { lambda, functionName: WORKER },
+    wakeUp: wakeUpsTo({ lambda, functionName: WORKER }),
   });
   return {
     ingest: (event: KafkaEvent, requestId = `req-${++requests}`) => ingest(event, { awsRequestId: requestId }),
@@ -120,7 +121,7 @@ describe('ingest wakes its worker', () => {
         config: { maxPayloadBytes: 256 * 1024 },
         logger: new Logger({ serviceName: 'ingest-test', logLevel: 'SILENT' }),
         metrics: new Metrics({ namespace: 'IngestTest', serviceName: 'ingest-test' }),
-        wakeUp: { lambda, functionName: WORKER },
+        wakeUp: wakeUpsTo({ lambda, functionName: WORKER }),
       })(cases(5), { awsRequestId: `req-burst-${i}` }),
     );
 

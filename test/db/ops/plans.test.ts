@@ -5,8 +5,8 @@
  * sequential scan of the inbox or the poison table.
  */
 import { beforeAll, describe, it } from 'vitest';
-import { findConsumedEvents, findEventPoison, findEventRows } from '../../../functions/inbox/find-event';
-import { receivedSince } from '../../../functions/inbox/stats';
+import { findConsumedEvents, findEventPoison, findEventRows } from '../../../functions/ops/queries/find-event';
+import { receivedSince } from '../../../functions/ops/queries/stats';
 import { DEFAULT_RETENTION } from '../../../functions/framework/types';
 import { useTestDatabase } from '../../helpers/db';
 import { arrangeHistory, expectIndexOnly } from '../../helpers/plans';

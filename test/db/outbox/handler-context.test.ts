@@ -14,7 +14,7 @@ import { defineBatchHandler } from '../../../functions/framework';
 import type { ConsumerDeclaration } from '../../../functions/framework';
 import { DEFAULT_RETENTION, DEFAULT_RETRY } from '../../../functions/framework';
 import { claimDue } from '../../../functions/inbox/claim-due';
-import { replayQuarantined } from '../../../functions/inbox/replay';
+import { replayQuarantined } from '../../../functions/ops/queries/replay';
 import { ErrorCodes, NonRetryableError } from '../../../functions/lib/errors';
 import { outboxEventId } from '../../../functions/outbox/event-id';
 import type { OutboxRow as OutboxTableRow } from '../../../functions/outbox/types';

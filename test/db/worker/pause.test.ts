@@ -16,7 +16,7 @@ import { getSql } from '../../../functions/lib/db';
 import type { OpsDeps } from '../../../functions/ops/command';
 import { runCommand } from '../../../functions/ops/run';
 import { workerLambda } from '../../../functions/worker/handler';
-import { createWorkerInvocation } from '../../../functions/worker/invocation';
+import { createWorkerInvocation } from '../../../functions/wings/wake-ups/invocation';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
 import { invocationsOf, quietObservability, variant } from './support';

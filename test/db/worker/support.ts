@@ -6,7 +6,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import type { ConsumerDeclaration, EventHandler, RetryPolicy } from '../../../functions/framework/types';
 import type { Sql } from '../../../functions/lib/db';
 import { newOwnerId, runWorker, type WorkerDependencies, type WorkerResult } from '../../../functions/worker/run-worker';
-import type { InvitedEvent } from '../../../functions/lib/wake-up';
+import type { InvitedEvent } from '../../../functions/wings/wake-ups/wake-up';
 
 export function quietObservability(): { logger: Logger; metrics: Metrics } {
   return {

@@ -1,5 +1,5 @@
 /**
- * A worker invocation's slot, idle drain, fan-out and hand-over (functions/worker/invocation.ts,
+ * A worker invocation's slot, idle drain, fan-out and hand-over (functions/wings/wake-ups/invocation.ts,
  * docs/worker.md "Wake-ups"), through the invocation handler the Lambda handler runs, as
  * the worker's role, with the Lambda API mocked (aws-sdk-client-mock): the exact Invoke
  * commands a worker sends, and none beyond what its consumer's slots allow.
@@ -8,11 +8,11 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { mockClient } from 'aws-sdk-client-mock';
 import { beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { countDueLanes, countDueLanesStatement } from '../../../functions/inbox/count-due-lanes';
-import { leaveSlot } from '../../../functions/inbox/worker-slot';
+import { countDueLanes, countDueLanesStatement } from '../../../functions/wings/wake-ups/count-due-lanes';
+import { leaveSlot } from '../../../functions/wings/wake-ups/worker-slot';
 import { workerRoleOf } from '../../../functions/lib/database-roles';
 import type { Config } from '../../../functions/lib/config';
-import { createWorkerInvocation, type InvocationDependencies, type InvocationResult } from '../../../functions/worker/invocation';
+import { createWorkerInvocation, type InvocationDependencies, type InvocationResult } from '../../../functions/wings/wake-ups/invocation';
 import { useTestDatabase } from '../../helpers/db';
 import { nodes, type PlanNode } from '../../helpers/plans';
 import { caseAcceptedPayload, insertInboxRows } from '../../helpers/factories';

@@ -2,20 +2,14 @@
  * The ingest's after-write: wake the consumer's worker when the batch left it rows and no
  * worker is awake (docs/worker.md, "Wake-ups").
  */
-import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Metrics } from '@aws-lambda-powertools/metrics';
-import { reserveWakeUp } from '../inbox/wake-up-gate';
-import type { Sql } from '../lib/db';
-import { INVITATION_GRACE_SECONDS, reportGateFailure, sendWakeUp, type WorkerTarget } from '../lib/wake-up';
+import type { WakeUpResult } from '../../ingest/batch-report';
+import type { WakeUpScope, WorkerWakeUp } from '../../ingest/ingest';
+import { INVITATION_GRACE_SECONDS, reportGateFailure, sendWakeUp, type WorkerTarget } from './wake-up';
+import { reserveWakeUp } from './wake-up-gate';
 
-/** Sent a wake-up, found one awake or on its way (the gate was closed), found the consumer paused, or failed. */
-export type WakeUpResult = 'sent' | 'gate-closed' | 'paused' | 'failed';
-
-export interface WakeWorkerDeps {
-  sql: Sql;
-  consumerName: string;
-  logger: Logger;
-  metrics: Metrics;
+/** The ingest's wake-up (its `wakeUp` dependency) that wakes the worker function `target`. */
+export function wakeUpsTo(target: WorkerTarget): WorkerWakeUp {
+  return (scope, requestId) => wakeWorker(scope, target, requestId);
 }
 
 /**
@@ -23,7 +17,7 @@ export interface WakeWorkerDeps {
  * here can fail the batch or change its response; it costs one statement (which only
  * reads while a worker is awake) and, when the gate opens, one asynchronous Invoke.
  */
-export async function wakeWorker(deps: WakeWorkerDeps, target: WorkerTarget, requestId: string): Promise<WakeUpResult> {
+export async function wakeWorker(deps: WakeUpScope, target: WorkerTarget, requestId: string): Promise<WakeUpResult> {
   const { sql, consumerName, logger, metrics } = deps;
   const invitation = `wake-up:${requestId}`;
   let slot: Awaited<ReturnType<typeof reserveWakeUp>>;

@@ -12,8 +12,8 @@
  * re-checked on their latest version, so two reservers never get the same slot, and no
  * lock is shared by everyone who reserves.
  */
-import type { Queryable } from '../lib/db';
-import { processingPaused } from './consumer-pause';
+import type { Queryable } from '../../lib/db';
+import { processingPaused } from '../../inbox/consumer-pause';
 import { dueLanes } from './count-due-lanes';
 
 export interface SlotRef {

@@ -3,10 +3,10 @@
  * workers of its consumer, up to the slots (docs/worker.md, "Wake-ups").
  */
 import { performance } from 'node:perf_hooks';
-import { countDueLanes } from '../inbox/count-due-lanes';
-import { reserveInvitations } from '../inbox/worker-slot';
-import { INVITATION_GRACE_SECONDS, reportGateFailure, type WorkerTarget } from '../lib/wake-up';
-import type { BatchStats } from './run-worker';
+import { countDueLanes } from './count-due-lanes';
+import { reserveInvitations } from './worker-slot';
+import { INVITATION_GRACE_SECONDS, reportGateFailure, type WorkerTarget } from './wake-up';
+import type { BatchStats } from '../../worker/run-worker';
 import { wakeInvited, type SlotSession } from './slot-session';
 
 /** A worker weighs fanning out at most this often: the backlog count is cheap, not free. */

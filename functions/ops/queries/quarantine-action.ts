@@ -5,8 +5,8 @@
  * oldest-received first, so that a limit cut keeps an aggregate's earlier events ahead of
  * its later ones.
  */
-import type { TraceCarrier } from '../lib/tracing';
-import type { Queryable, Sql, TransactionSql } from '../lib/db';
+import type { TraceCarrier } from '../../lib/tracing';
+import type { Queryable, Sql, TransactionSql } from '../../lib/db';
 import { recordOperatorAction, type ActionSource, type OperatorAuditRow } from './operator-audit';
 
 /** Rows selected by inbox id, or by consumer plus optional narrowing filters. */

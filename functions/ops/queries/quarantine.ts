@@ -4,8 +4,8 @@
  * Rows never carry the payload unless asked for: what an operator needs to decide on a
  * replay is the identity of the event and why it was quarantined.
  */
-import type { Queryable } from '../lib/db';
-import type { InboxRow } from './types';
+import type { Queryable } from '../../lib/db';
+import type { InboxRow } from '../../inbox/types';
 
 export interface QuarantineSummaryRow {
   consumer_name: string;

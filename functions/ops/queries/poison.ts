@@ -2,7 +2,7 @@
  * Raw poison rows, for operators: list (keyset-paged, without the raw value), show one
  * (with it), and mark one resolved after it was re-ingested.
  */
-import type { Queryable } from '../lib/db';
+import type { Queryable } from '../../lib/db';
 import { toPage } from './quarantine';
 
 export interface PoisonSummaryRow {

@@ -6,9 +6,9 @@
 import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
-import { leaveSlot, renewSlot, type LeaveMode } from '../inbox/worker-slot';
-import type { Sql } from '../lib/db';
-import { INVITATION_GRACE_SECONDS, sendWakeUp, type InvitedEvent, type WorkerTarget } from '../lib/wake-up';
+import { leaveSlot, renewSlot, type LeaveMode } from './worker-slot';
+import type { Sql } from '../../lib/db';
+import { INVITATION_GRACE_SECONDS, sendWakeUp, type InvitedEvent, type WorkerTarget } from './wake-up';
 
 /**
  * A slot's hold, renewed every third of it while the worker is awake: a worker that died

@@ -5,9 +5,9 @@
  * scheduled worker this one read, a primary-key probe and the first entry of
  * consumer_lane_due_idx, and no write.
  */
-import type { Queryable } from '../lib/db';
+import type { Queryable } from '../../lib/db';
 import { dueLanes } from './count-due-lanes';
-import type { PauseRow } from './consumer-pause';
+import type { PauseRow } from '../../inbox/consumer-pause';
 
 export interface WorkerGate {
   /** The consumer's processing pause, or null. */

@@ -1,6 +1,6 @@
 /**
  * Waking a consumer's worker: an asynchronous Lambda invocation (InvocationType Event)
- * carrying the slot reserved for it (functions/inbox/worker-slot.ts). Sent by the ingest
+ * carrying the slot reserved for it (functions/wings/wake-ups/worker-slot.ts). Sent by the ingest
  * function after it stored rows and found nobody awake, and by a worker that fans out or
  * hands over at the end of its budget. The worker's handler reads the event back here.
  *
@@ -13,9 +13,9 @@ import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { z } from 'zod';
-import { classifyError } from './errors';
-import { MetricNames, type MetricName } from './metric-names';
-import { count } from './observability';
+import { classifyError } from '../../lib/errors';
+import { MetricNames, type MetricName } from '../../lib/metric-names';
+import { count } from '../../lib/observability';
 
 /**
  * How long an invited worker has to start and take its slot before the reservation lapses

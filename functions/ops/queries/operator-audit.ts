@@ -2,7 +2,7 @@
  * The operator audit (integration.operator_audit): one row per operator action, written by
  * the action itself, in its own transaction when it changes inbox rows.
  */
-import type { Queryable } from '../lib/db';
+import type { Queryable } from '../../lib/db';
 import { toPage } from './quarantine';
 import { sinceBound, type Since } from './since';
 

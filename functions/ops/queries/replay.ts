@@ -13,7 +13,7 @@
  * row whose successors were already applied, goes through the same guards as a first
  * delivery (candidates are taken oldest-received first: ./quarantine-action.ts).
  */
-import type { Sql, TransactionSql } from '../lib/db';
+import type { Sql, TransactionSql } from '../../lib/db';
 import { moveQuarantined, type QuarantineActionRequest, type QuarantineActionResult } from './quarantine-action';
 
 /** What a replay sets (it reads the row as it was). */

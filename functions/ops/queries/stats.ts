@@ -5,10 +5,10 @@
  * A row is due when it is RECEIVED or RETRY_PENDING and its next attempt time (if any)
  * has passed; its due age is how long it has been waiting since it became due.
  */
-import type { Queryable } from '../lib/db';
-import { sameLane } from '../lib/lane-key';
+import type { Queryable } from '../../lib/db';
+import { sameLane } from '../../lib/lane-key';
 import { sinceBound, type Since } from './since';
-import type { InboxStatus } from './types';
+import type { InboxStatus } from '../../inbox/types';
 
 export interface StatusCount {
   consumer_name: string;

@@ -8,8 +8,8 @@
  * The row keeps quarantined_at (when it was quarantined) and says in error_detail what it
  * was quarantined for, who resolved it and why; error_code OPERATOR_RESOLVED marks it.
  */
-import type { Sql } from '../lib/db';
-import { ErrorCodes } from '../lib/errors';
+import type { Sql } from '../../lib/db';
+import { ErrorCodes } from '../../lib/errors';
 import { moveQuarantined, type QuarantineActionRequest, type QuarantineActionResult } from './quarantine-action';
 
 export function resolveQuarantined(sql: Sql, request: QuarantineActionRequest): Promise<QuarantineActionResult> {

@@ -30,17 +30,17 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Metrics } from '@aws-lambda-powertools/metrics';
-import type { ConsumerDeclaration } from '../framework/types';
-import { workerPause, type PauseRow } from '../inbox/consumer-pause';
-import { workerGate } from '../inbox/worker-gate';
-import { dropInvitation, ensureSlots, takeFreeSlot, takeInvitedSlot } from '../inbox/worker-slot';
-import { DEFAULTS, type Config } from '../lib/config';
-import type { Sql } from '../lib/db';
-import { classifyError } from '../lib/errors';
-import { tracer } from '../lib/tracing';
-import { isInvited, readWorkerEvent, type WorkerEvent, type WorkerTarget } from '../lib/wake-up';
+import type { ConsumerDeclaration } from '../../framework/types';
+import { workerPause, type PauseRow } from '../../inbox/consumer-pause';
+import { workerGate } from './worker-gate';
+import { dropInvitation, ensureSlots, takeFreeSlot, takeInvitedSlot } from './worker-slot';
+import { DEFAULTS, type Config } from '../../lib/config';
+import type { Sql } from '../../lib/db';
+import { classifyError } from '../../lib/errors';
+import { tracer } from '../../lib/tracing';
+import { isInvited, readWorkerEvent, type WorkerEvent, type WorkerTarget } from './wake-up';
 import { fanOut, type FanOutPolicy, type FanOutState } from './fan-out';
-import { newOwnerId, runWorker, type StopReason, type WorkerResult } from './run-worker';
+import { newOwnerId, runWorker, type StopReason, type WorkerResult } from '../../worker/run-worker';
 import { leave, openSession, renewIfDue, SLOT_HOLD_SECONDS, wakeInvited, type SlotScope, type SlotSession } from './slot-session';
 
 export interface InvocationDependencies {

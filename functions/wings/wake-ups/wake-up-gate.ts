@@ -14,8 +14,8 @@
  * at once both try slot 1; ON CONFLICT re-checks the row the first one wrote, so only one
  * of them gets it.
  */
-import type { Queryable } from '../lib/db';
-import { processingPaused } from './consumer-pause';
+import type { Queryable } from '../../lib/db';
+import { processingPaused } from '../../inbox/consumer-pause';
 
 export type GateAnswer = { slotNo: number } | 'paused' | 'closed';
 

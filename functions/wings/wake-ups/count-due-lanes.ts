@@ -7,8 +7,8 @@
  * Lanes, not rows: a claim takes up to one run per lane, and lanes are what several
  * workers can take in parallel (one aggregate is never processed by two).
  */
-import type { Queryable } from '../lib/db';
-import { ownConsumer } from '../lib/own-consumer';
+import type { Queryable } from '../../lib/db';
+import { ownConsumer } from '../../lib/own-consumer';
 
 /**
  * The consumer's lanes a claim could take now, as a subquery: what the claim's own first

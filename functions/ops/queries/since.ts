@@ -3,7 +3,7 @@
  * now() (`90m`), or an instant (ISO-8601). Postgres owns the clock, so a duration is
  * subtracted in SQL, never from the caller's clock.
  */
-import type { Queryable } from '../lib/db';
+import type { Queryable } from '../../lib/db';
 
 export type Since = { seconds: number } | { at: string };
 

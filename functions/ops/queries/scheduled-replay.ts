@@ -10,7 +10,7 @@
  * replay: what it replays, for whom and why is the row's.
  */
 import { z } from 'zod';
-import type { Queryable, Sql, TransactionSql } from '../lib/db';
+import type { Queryable, Sql, TransactionSql } from '../../lib/db';
 import { recordOperatorAction, type ActionSource } from './operator-audit';
 import { countErrorCodes, moveQuarantinedIn, type QuarantinedCandidate, type QuarantineSelection } from './quarantine-action';
 import { replaySet } from './replay';

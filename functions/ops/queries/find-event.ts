@@ -10,8 +10,8 @@
  * through consumer_inbox_aggregate_idx, and poison through its unique offset key and the
  * partial index on resolved_inbox_id (0071).
  */
-import type { Queryable } from '../lib/db';
-import type { InboxRow, InboxStatus } from './types';
+import type { Queryable } from '../../lib/db';
+import type { InboxRow, InboxStatus } from '../../inbox/types';
 
 /**
  * The inbox id of a consumer's event, if the inbox holds it or held it and its key is kept
