@@ -5,7 +5,6 @@
  */
 import { z } from 'zod';
 import { OPERATOR_NAME } from './database-roles';
-import { jsonRecord } from './env-values';
 
 export const opsEnv = {
   SCHEDULE_GROUP_NAME: z
@@ -16,28 +15,13 @@ export const opsEnv = {
     .describe(
       "The ops function's: the schedule group of the worker schedules (ops pause/resume) and of one-time replays (set by the CDK app).",
     ),
-  WORKER_SCHEDULES: jsonRecord(z.string(), 'must be a JSON object of consumer name to schedule name')
-    .optional()
-    .describe(
-      'Ops pause/resume outside AWS (the local run, tests): each consumer\'s worker schedule, {"<consumer>": "<schedule name>"}; wins over CONSUMER_DIRECTORY.',
-    ),
-  INGEST_MAPPINGS: jsonRecord(z.array(z.string().min(1)), 'must be a JSON object of consumer name to a list of event-source mapping UUIDs')
-    .optional()
-    .describe(
-      'Ops pause/resume --ingest outside AWS (the local run, tests): each consumer\'s event-source mapping UUIDs, {"<consumer>": ["<uuid>", …]}; wins over CONSUMER_DIRECTORY.',
-    ),
-  WORKER_FUNCTIONS: jsonRecord(z.string().min(1), 'must be a JSON object of consumer name to worker function name')
-    .optional()
-    .describe(
-      'Ops resume outside AWS (the local run, tests), which wakes the consumer\'s worker: {"<consumer>": "<function name>"}; wins over CONSUMER_DIRECTORY.',
-    ),
   CONSUMER_DIRECTORY: z
     .string()
     .trim()
     .regex(/^\/[A-Za-z0-9_.\-/]+\/$/, 'must be an SSM path that starts and ends with /')
     .optional()
     .describe(
-      'Ops pause/resume in AWS: the SSM path of the consumer directory, one parameter per consumer written by its stack, naming its worker schedule and function and its ingest mappings (set by the CDK app; docs/ops.md, "Finding what it switches").',
+      'Ops pause/resume and reingest-failed: the SSM path of the consumer directory, one parameter per consumer written by its stack, naming its worker schedule and function, its ingest mappings and ingest function (set by the CDK app; the local run and the tests give theirs; docs/ops.md, "Finding what it switches").',
     ),
   FAILED_RECORDS_BUCKET: z
     .string()
@@ -101,11 +85,10 @@ export const opsEnv = {
 type OpsEnv = z.infer<z.ZodObject<typeof opsEnv>>;
 
 export interface OpsConfig {
-  /** Each consumer's ingest event-source mapping UUIDs (ops pause/resume --ingest). */
-  ingestMappings: Record<string, string[]>;
-  /** Each consumer's worker function (ops resume wakes it). */
-  workerFunctions: Record<string, string>;
-  /** The SSM path of the consumer directory, where ops finds a consumer's schedule, worker and mappings in AWS. */
+  /**
+   * The SSM path of the consumer directory: the one place ops finds a consumer's worker
+   * schedule, worker function, ingest mappings and ingest function (functions/ops/consumer-directory.ts).
+   */
   consumerDirectory?: string;
   /** The on-failure bucket (ops reingest-failed). */
   failedRecordsBucket?: string;
@@ -117,15 +100,12 @@ export interface OpsConfig {
 
 export interface SchedulerConfig {
   groupName?: string;
-  workerSchedules: Record<string, string>;
   opsFunctionArn?: string;
   schedulerRoleArn?: string;
 }
 
 export function opsConfig(e: OpsEnv): OpsConfig {
   return {
-    ingestMappings: e.INGEST_MAPPINGS ?? {},
-    workerFunctions: e.WORKER_FUNCTIONS ?? {},
     operators: e.OPERATORS ?? [],
     operatorPrincipals: e.OPERATOR_PRINCIPALS ?? [],
     ...(e.CONSUMER_DIRECTORY !== undefined ? { consumerDirectory: e.CONSUMER_DIRECTORY } : {}),
@@ -136,7 +116,6 @@ export function opsConfig(e: OpsEnv): OpsConfig {
 export function schedulerConfig(e: OpsEnv): SchedulerConfig {
   return {
     ...(e.SCHEDULE_GROUP_NAME !== undefined ? { groupName: e.SCHEDULE_GROUP_NAME } : {}),
-    workerSchedules: e.WORKER_SCHEDULES ?? {},
     ...(e.OPS_FUNCTION_ARN !== undefined ? { opsFunctionArn: e.OPS_FUNCTION_ARN } : {}),
     ...(e.SCHEDULER_ROLE_ARN !== undefined ? { schedulerRoleArn: e.SCHEDULER_ROLE_ARN } : {}),
   };

@@ -26,22 +26,6 @@ export const postgresUrl = z
   .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), 'must be a postgres:// URL')
   .meta({ accepts: 'postgres:// URL' });
 
-/** A JSON object of consumer name to a value of `value`'s shape. */
-export function jsonRecord<T extends z.ZodType>(value: T, message: string) {
-  return z
-    .string()
-    .trim()
-    .transform((v, ctx) => {
-      try {
-        return z.record(z.string(), value).parse(JSON.parse(v));
-      } catch {
-        ctx.addIssue({ code: 'custom', message });
-        return z.NEVER;
-      }
-    })
-    .meta({ accepts: 'JSON object' });
-}
-
 /** The levels Powertools Logger accepts, in any case. */
 export const logLevel = z
   .string()

@@ -28,14 +28,11 @@ export interface OpsDeps {
   scheduler: Pick<SchedulerClient, 'send'>;
   /** pause/resume --ingest (event-source mappings), resume (wakes a worker), reingest-failed (invokes an ingest function). */
   lambda: Pick<LambdaClient, 'send'>;
-  /** pause/resume and reingest-failed use it, in AWS: the consumer directory (./consumer-directory.ts). */
+  /** pause/resume and reingest-failed read the consumer directory with it (./consumer-directory.ts). */
   ssm?: Pick<SSMClient, 'send'>;
   /** Only reingest-failed uses it: the on-failure bucket. */
   s3?: Pick<S3Client, 'send'>;
-  config: Pick<
-    Config,
-    'scheduler' | 'ingestMappings' | 'workerFunctions' | 'maxPayloadBytes' | 'consumerDirectory' | 'failedRecordsBucket'
-  >;
+  config: Pick<Config, 'scheduler' | 'maxPayloadBytes' | 'consumerDirectory' | 'failedRecordsBucket'>;
   /** The declared consumers: the manifest (functions/framework/manifest.ts), data only. */
   consumers: ConsumerManifest;
   /** The wall clock, for validating schedule times (database work uses now() in SQL). */

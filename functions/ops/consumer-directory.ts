@@ -1,10 +1,10 @@
 /**
- * Where ops finds what it switches for a consumer deployed in AWS: one SSM parameter per
- * consumer, `<CONSUMER_DIRECTORY><consumer name>`, written by the consumer's stack, holding
- * its worker schedule's name (in SCHEDULE_GROUP_NAME), its worker function's name and its
- * ingest mappings' UUIDs. The ops function's environment names the path only, so it stays
- * the same size whatever the number of consumers; the explicit maps of the configuration
- * (WORKER_SCHEDULES, WORKER_FUNCTIONS, INGEST_MAPPINGS: the local run, tests) win over it.
+ * Where ops finds what it switches for a consumer, the one way it knows: one SSM parameter
+ * per consumer, `<CONSUMER_DIRECTORY><consumer name>`, written by the consumer's stack,
+ * holding its worker schedule's name (in SCHEDULE_GROUP_NAME), its worker function's name,
+ * its ingest mappings' UUIDs and its ingest function. The ops function's environment names
+ * the path only, so it stays the same size whatever the number of consumers. The local run
+ * and the tests answer the same GetParameter calls (tools/local/directory.ts; mocked SSM).
  */
 import { GetParameterCommand, ParameterNotFound, type SSMClient } from '@aws-sdk/client-ssm';
 import { z } from 'zod';

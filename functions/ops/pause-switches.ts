@@ -55,57 +55,38 @@ export function updateInputFrom(current: GetScheduleCommandOutput, state: 'ENABL
 }
 
 /**
- * What the configuration's maps name for a consumer (the local run, tests), else its entry
- * in the consumer directory (AWS: SSM, written by the consumer's stack), read once per command.
+ * A consumer's entry in the consumer directory (./consumer-directory.ts: in AWS an SSM
+ * parameter its stack wrote; the local run and the tests give theirs the same way), read
+ * once per command.
  */
 export interface ConsumerTargets {
-  workerSchedule: string | undefined;
-  workerFunction: string | undefined;
+  workerSchedule: string;
+  workerFunction: string;
   ingestMappings: string[];
   /** Where these came from, for the messages. */
   source: string;
 }
 
 export async function targetsOf(deps: OpsDeps, consumer: string): Promise<ConsumerTargets> {
-  const { scheduler, ingestMappings, workerFunctions, consumerDirectory } = deps.config;
-  const explicit =
-    scheduler.workerSchedules[consumer] !== undefined || ingestMappings[consumer] !== undefined || workerFunctions[consumer] !== undefined;
-  if (explicit || consumerDirectory === undefined || deps.ssm === undefined) {
-    return {
-      workerSchedule: scheduler.workerSchedules[consumer],
-      workerFunction: workerFunctions[consumer],
-      ingestMappings: ingestMappings[consumer] ?? [],
-      source: 'WORKER_SCHEDULES / INGEST_MAPPINGS',
-    };
-  }
-  const entry = await readConsumerEntry(deps.ssm, consumerDirectory, consumer);
-  return { ...entry, source: `the consumer directory (${consumerDirectory}${consumer})` };
-}
-
-export function workerScheduleOf(
-  deps: OpsDeps,
-  consumer: string,
-  targets: ConsumerTargets,
-): { name: string; groupName: string | undefined } {
-  const name = targets.workerSchedule;
-  if (name === undefined) {
-    const configured = Object.keys(deps.config.scheduler.workerSchedules);
+  const path = deps.config.consumerDirectory;
+  if (path === undefined || deps.ssm === undefined) {
     throw new OpsError(
       OpsErrorCodes.NOT_CONFIGURED,
-      `consumer "${consumer}" has no worker schedule in WORKER_SCHEDULES (configured: ${configured.join(', ') || 'none'})`,
+      `no consumer directory is configured (CONSUMER_DIRECTORY): ops cannot find "${consumer}"'s schedule or mappings`,
     );
   }
-  return { name, groupName: deps.config.scheduler.groupName };
+  const entry = await readConsumerEntry(deps.ssm, path, consumer);
+  return { ...entry, source: `the consumer directory (${path}${consumer})` };
 }
 
-export function ingestMappingsOf(deps: OpsDeps, consumer: string, targets: ConsumerTargets): string[] {
+export function workerScheduleOf(deps: OpsDeps, targets: ConsumerTargets): { name: string; groupName: string | undefined } {
+  return { name: targets.workerSchedule, groupName: deps.config.scheduler.groupName };
+}
+
+export function ingestMappingsOf(consumer: string, targets: ConsumerTargets): string[] {
   const uuids = targets.ingestMappings;
   if (uuids.length === 0) {
-    const configured = Object.keys(deps.config.ingestMappings);
-    throw new OpsError(
-      OpsErrorCodes.NOT_CONFIGURED,
-      `consumer "${consumer}" has no ingest mappings in ${targets.source === 'WORKER_SCHEDULES / INGEST_MAPPINGS' ? `INGEST_MAPPINGS (configured: ${configured.join(', ') || 'none'})` : targets.source}`,
-    );
+    throw new OpsError(OpsErrorCodes.NOT_CONFIGURED, `consumer "${consumer}" has no ingest mappings in ${targets.source}`);
   }
   return uuids;
 }
@@ -116,7 +97,7 @@ export async function switchWorkerSchedule(
   targets: ConsumerTargets,
   action: Action,
 ): Promise<TargetChange> {
-  const ref = workerScheduleOf(deps, consumer, targets);
+  const ref = workerScheduleOf(deps, targets);
   const id = `${ref.groupName ?? 'default'}/${ref.name}`;
   const wanted = action === 'pause' ? 'DISABLED' : 'ENABLED';
   let current: GetScheduleCommandOutput;
@@ -154,17 +135,11 @@ export async function switchIngestMapping(deps: OpsDeps, uuid: string, action: A
 }
 
 /** Invoke the consumer's worker once (asynchronously), so that what waited is processed now. */
-export async function wakeAfterResume(
-  deps: OpsDeps,
-  consumer: string,
-  targets: ConsumerTargets,
-): Promise<'sent' | 'failed' | 'not-configured'> {
-  const functionName = targets.workerFunction;
-  if (functionName === undefined) return 'not-configured';
+export async function wakeAfterResume(deps: OpsDeps, consumer: string, targets: ConsumerTargets): Promise<'sent' | 'failed'> {
   try {
     await deps.lambda.send(
       new InvokeCommand({
-        FunctionName: functionName,
+        FunctionName: targets.workerFunction,
         InvocationType: 'Event',
         Payload: Buffer.from(JSON.stringify({ source: 'resume' })),
       }),

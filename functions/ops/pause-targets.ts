@@ -9,8 +9,8 @@
  *                      one that finds the pause) and enabled again.
  *   Lambda             with --ingest, the consumer's event-source mappings.
  *
- * Which schedule, worker and mappings are the consumer's: the configuration's maps name
- * them locally; in AWS the consumer directory does (./consumer-directory.ts).
+ * Which schedule, worker and mappings are the consumer's: its entry in the consumer
+ * directory says (./consumer-directory.ts).
  * Finding them and switching them is pause-switches.ts; this module orders the calls and
  * the database write, and says what holds.
  *
@@ -36,7 +36,6 @@ import {
   switchWorkerSchedule,
   targetsOf,
   wakeAfterResume,
-  workerScheduleOf,
   type Action,
   type ConsumerTargets,
   type TargetChange,
@@ -74,7 +73,7 @@ export interface PauseResult {
   /** Pause: rows claimed before the pause, still PROCESSING: they finish, nothing more is claimed. */
   inFlight?: number;
   /** Resume: whether a worker was woken at once (else the schedule starts one within a minute). */
-  wakeUp?: 'sent' | 'failed' | 'not-configured';
+  wakeUp?: 'sent' | 'failed';
   /** Null when the audit row could not be written (then the log carries it). */
   auditId: string | null;
 }
@@ -177,8 +176,7 @@ async function planSwitch(deps: OpsDeps, args: PauseArgs, inv: Invocation, actio
   const consumer = knownConsumer(deps, args.consumer).name;
   const worker = args.worker || !args.ingest;
   const found = await targetsOf(deps, consumer);
-  if (worker) workerScheduleOf(deps, consumer, found);
-  const mappings = args.ingest ? ingestMappingsOf(deps, consumer, found) : [];
+  const mappings = args.ingest ? ingestMappingsOf(consumer, found) : [];
   return { consumer, action, worker, mappings, found, actor: actorOf(args, inv) };
 }
 

@@ -50,8 +50,7 @@ describe('parseConfig', () => {
       DB_SSL: 'verify-full',
       CONSUMER_NAME: 'case-sla',
       MAX_PAYLOAD_BYTES: '1024',
-      WORKER_SCHEDULES: '{"case-sla":"case-sla-worker"}',
-      INGEST_MAPPINGS: '{"case-sla":["3f6a1c9e-0000-4000-8000-000000000001"]}',
+      CONSUMER_DIRECTORY: '/KafkaInbox/dev/consumers/',
       POWERTOOLS_LOG_LEVEL: 'debug',
       WORKER_IDLE_MS: '0',
       WORKER_MAX_CONCURRENCY: '8',
@@ -68,8 +67,7 @@ describe('parseConfig', () => {
     });
     expect(config.consumerName).toBe('case-sla');
     expect(config.maxPayloadBytes).toBe(1024);
-    expect(config.scheduler.workerSchedules).toEqual({ 'case-sla': 'case-sla-worker' });
-    expect(config.ingestMappings).toEqual({ 'case-sla': ['3f6a1c9e-0000-4000-8000-000000000001'] });
+    expect(config.consumerDirectory).toBe('/KafkaInbox/dev/consumers/');
     expect(config.worker).toMatchObject({ idleMs: 0, maxConcurrency: 8 });
     expect(config.wakeUps).toEqual({ enabled: false, workerFunctionName: 'inbox-case-sla-worker', functionName: 'inbox-case-sla-ingest' });
   });
@@ -97,8 +95,7 @@ describe('parseConfig', () => {
     ['DB_POOL_MAX', '0', /DB_POOL_MAX: .*>=1/],
     ['DB_PREPARE', 'maybe', /DB_PREPARE/],
     ['MAX_PAYLOAD_BYTES', '1.5', /MAX_PAYLOAD_BYTES: must be a whole number/],
-    ['WORKER_SCHEDULES', '[not json', /WORKER_SCHEDULES: must be a JSON object/],
-    ['INGEST_MAPPINGS', '{"case-sla":"not-a-list"}', /INGEST_MAPPINGS: must be a JSON object of consumer name to a list/],
+    ['CONSUMER_DIRECTORY', 'KafkaInbox/dev/consumers', /CONSUMER_DIRECTORY: must be an SSM path that starts and ends with \//],
     ['DB_SSL', 'sometimes', /DB_SSL/],
     ['POWERTOOLS_LOG_LEVEL', 'LOUD', /POWERTOOLS_LOG_LEVEL/],
     ['WORKER_MAX_CONCURRENCY', '0', /WORKER_MAX_CONCURRENCY: .*>=1/],

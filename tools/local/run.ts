@@ -64,6 +64,7 @@ import { localRelay, relayChecks, SimulatedTopics, type LocalRelay } from './rel
 import { DEFAULT_OPTIONS, type LocalOptions } from './options';
 import { PauseDrill } from './pause-drill';
 import { LOCAL_SCHEDULE_GROUP, SimulatedScheduler } from './scheduler';
+import { LOCAL_CONSUMER_DIRECTORY, localConsumerDirectory } from './directory';
 import {
   checksReport,
   latencyTable,
@@ -754,13 +755,14 @@ async function startPauseDrill(sim: Simulation, mappings: Mappings, crashes: Cra
       scheduler: sim.schedulerService.client(),
       lambda: sim.lambdaClient,
       consumers: [...sim.consumers.values()],
+      ssm: localConsumerDirectory(
+        new Map(
+          consumerNames.map((c) => [c, { workerSchedule: workerScheduleOf(c), workerFunction: workerFunctionOf(c), ingestMappings: [] }]),
+        ),
+      ),
       config: {
-        scheduler: {
-          groupName: LOCAL_SCHEDULE_GROUP,
-          workerSchedules: Object.fromEntries(consumerNames.map((c) => [c, workerScheduleOf(c)])),
-        },
-        ingestMappings: {},
-        workerFunctions: Object.fromEntries(consumerNames.map((c) => [c, workerFunctionOf(c)])),
+        scheduler: { groupName: LOCAL_SCHEDULE_GROUP },
+        consumerDirectory: LOCAL_CONSUMER_DIRECTORY,
         maxPayloadBytes: sim.db.config.maxPayloadBytes,
       },
     },

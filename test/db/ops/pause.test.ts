@@ -24,7 +24,7 @@ import type { OpsDeps } from '../../../functions/ops/command';
 import { useTestDatabase } from '../../helpers/db';
 import { COMMANDS } from '../../../functions/ops/commands';
 import { insertInboxRows, pauseConsumer } from '../../helpers/factories';
-import { opsDeps, opsError, run, schedulerConfig } from './support';
+import { directoryEntry, directoryOf, opsDeps, opsError, run, schedulerConfig } from './support';
 
 const db = await useTestDatabase();
 const scheduler = new SchedulerClient({ region: 'eu-west-1' });
@@ -36,7 +36,7 @@ const MAPPING_B = '0a6c2f3e-2222-4000-8000-00000000000b';
 const deps: OpsDeps = opsDeps(db.sql, {
   scheduler,
   lambda,
-  config: { ...schedulerConfig(), ingestMappings: { 'case-projection': [MAPPING_A, MAPPING_B] } },
+  ssm: directoryOf({ 'case-projection': directoryEntry('case-projection', { ingestMappings: [MAPPING_A, MAPPING_B] }) }),
 });
 
 /** A schedule as GetSchedule returns it, with every field set (so that any dropped field shows). */
@@ -164,7 +164,7 @@ describe('resume: the worker schedule', () => {
     const resumeAudit = (await audits()).find((a) => a.action === 'resume');
     expect(resumeAudit).toMatchObject({ action: 'resume', affected_count: 1 });
     expect(await pauses()).toEqual([]);
-    expect(result).toMatchObject({ paused: [], wakeUp: 'not-configured' });
+    expect(result).toMatchObject({ paused: [], wakeUp: 'sent' });
   });
 
   it("wakes the consumer's worker once the pause is lifted: one asynchronous Invoke with a resume event", async () => {
@@ -172,12 +172,7 @@ describe('resume: the worker schedule', () => {
     schedulerMock.on(UpdateScheduleCommand).resolves({});
     lambdaMock.on(InvokeCommand).resolves({ StatusCode: 202 });
     await pauseConsumer(db.sql, 'case-projection');
-    const withWorkers: OpsDeps = {
-      ...deps,
-      config: { ...deps.config, workerFunctions: { 'case-projection': 'inbox-worker-fn-case-projection' } },
-    };
-
-    const result = await run(withWorkers, { command: 'resume', consumer: 'case-projection', reason: 'downstream back' });
+    const result = await run(deps, { command: 'resume', consumer: 'case-projection', reason: 'downstream back' });
 
     expect(sent(lambdaMock)).toEqual([
       [
@@ -271,6 +266,11 @@ describe('pause and resume --ingest: the event-source mappings', () => {
       ['GetEventSourceMappingCommand', { UUID: MAPPING_A }],
       ['UpdateEventSourceMappingCommand', { UUID: MAPPING_A, Enabled: true }],
       ['GetEventSourceMappingCommand', { UUID: MAPPING_B }],
+      // The worker resumed: woken once, as the consumer's directory entry names it.
+      [
+        'InvokeCommand',
+        { FunctionName: 'inbox-worker-fn-case-projection', InvocationType: 'Event', Payload: Buffer.from('{"source":"resume"}') },
+      ],
     ]);
     expect(result.targets.map((t: { changed: boolean }) => t.changed)).toEqual([true, true, false]);
     const [audit] = await audits();
@@ -328,14 +328,21 @@ describe('pause and resume --ingest: the event-source mappings', () => {
 
 describe('refusals', () => {
   it('names the problem and sends nothing', async () => {
-    const unconfigured = opsDeps(db.sql, {
-      scheduler,
-      lambda,
-      config: { ...schedulerConfig({ workerSchedules: {} }), ingestMappings: {} },
-    });
+    // No directory configured; a consumer its stage did not deploy (no entry); an entry without mappings.
+    const { consumerDirectory: _path, ...withoutDirectory } = schedulerConfig();
+    const noDirectory = opsDeps(db.sql, { scheduler, lambda, config: withoutDirectory });
+    const noEntry = opsDeps(db.sql, { scheduler, lambda, ssm: directoryOf({}) });
+    const noMappings = opsDeps(db.sql, { scheduler, lambda, ssm: directoryOf({ 'case-projection': directoryEntry('case-projection') }) });
     await opsError(run(deps, { command: 'pause', consumer: 'nobody' }), 'UNKNOWN_CONSUMER');
-    await opsError(run(unconfigured, { command: 'pause', consumer: 'case-projection' }), 'NOT_CONFIGURED');
-    await opsError(run(unconfigured, { command: 'resume', consumer: 'case-projection', ingest: true }), 'NOT_CONFIGURED');
+    expect((await opsError(run(noDirectory, { command: 'pause', consumer: 'case-projection' }), 'NOT_CONFIGURED')).message).toContain(
+      'CONSUMER_DIRECTORY',
+    );
+    expect((await opsError(run(noEntry, { command: 'pause', consumer: 'case-projection' }), 'NOT_CONFIGURED')).message).toContain(
+      'is not deployed in this stage',
+    );
+    expect(
+      (await opsError(run(noMappings, { command: 'resume', consumer: 'case-projection', ingest: true }), 'NOT_CONFIGURED')).message,
+    ).toContain('has no ingest mappings in the consumer directory');
     await opsError(run(deps, { command: 'pause' }), 'BAD_ARGUMENTS');
     await opsError(run(deps, { command: 'pause', consumer: 'case-projection' }, { source: 'lambda' }), 'ACTOR_REQUIRED');
     expect(schedulerMock.calls()).toHaveLength(0);

@@ -35,7 +35,7 @@ const deps: OpsDeps = opsDeps(db.sql, {
   ssm,
   lambda,
   now: () => NOW,
-  config: { ...schedulerConfig(), consumerDirectory: '/kafka-inbox/test/consumers/', failedRecordsBucket: BUCKET },
+  config: { ...schedulerConfig(), failedRecordsBucket: BUCKET },
 });
 
 /** An on-failure object as Lambda writes it for an S3 destination: the event as an escaped JSON string. */

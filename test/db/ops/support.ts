@@ -1,8 +1,11 @@
 /** Shared arrangement for the ops commands' database tests. */
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import type { SchedulerClient } from '@aws-sdk/client-scheduler';
+import { GetParameterCommand, ParameterNotFound, SSMClient } from '@aws-sdk/client-ssm';
+import { mockClient } from 'aws-sdk-client-mock';
 import { localManifest } from '../../../functions/consumers';
 import type { Invocation, OpsDeps } from '../../../functions/ops/command';
+import type { ConsumerDirectoryEntry } from '../../../functions/ops/consumer-directory';
 import { OpsError, type OpsErrorCode } from '../../../functions/ops/errors';
 import { runCommand } from '../../../functions/ops/run';
 import type { Config } from '../../../functions/lib/config';
@@ -12,18 +15,41 @@ import { insertInboxRow, type InboxRowSpec } from '../../helpers/factories';
 
 export const cli: Invocation = { source: 'cli', defaultActor: 'alice' };
 
+/** The consumer directory's SSM path in these tests. */
+export const DIRECTORY = '/kafka-inbox/test/consumers/';
+
 export const schedulerConfig = (overrides: Partial<Config['scheduler']> = {}): OpsDeps['config'] => ({
   scheduler: {
     groupName: 'inbox-schedules',
-    workerSchedules: { 'case-projection': 'inbox-worker-case-projection', 'case-sla': 'inbox-worker-case-sla' },
     opsFunctionArn: 'arn:aws:lambda:eu-west-1:123456789012:function:inbox-ops',
     schedulerRoleArn: 'arn:aws:iam::123456789012:role/inbox-scheduler',
     ...overrides,
   },
-  ingestMappings: {},
-  workerFunctions: {},
+  consumerDirectory: DIRECTORY,
   maxPayloadBytes: 256 * 1024,
 });
+
+/** A consumer's directory entry as its stack writes it, with the names these tests use. */
+export const directoryEntry = (consumer: string, overrides: Partial<ConsumerDirectoryEntry> = {}): ConsumerDirectoryEntry => ({
+  workerSchedule: `inbox-worker-${consumer}`,
+  workerFunction: `inbox-worker-fn-${consumer}`,
+  ingestMappings: [],
+  ...overrides,
+});
+
+/**
+ * The consumer directory as ops reads it in AWS (GetParameter under DIRECTORY), its SSM
+ * client mocked: the entries given, and ParameterNotFound for any other consumer.
+ */
+export function directoryOf(entries: Record<string, ConsumerDirectoryEntry>): SSMClient {
+  const ssm = new SSMClient({ region: 'eu-west-1' });
+  const mock = mockClient(ssm);
+  mock.on(GetParameterCommand).rejects(new ParameterNotFound({ message: 'not found', $metadata: {} }));
+  for (const [consumer, entry] of Object.entries(entries)) {
+    mock.on(GetParameterCommand, { Name: `${DIRECTORY}${consumer}` }).resolves({ Parameter: { Value: JSON.stringify(entry) } });
+  }
+  return ssm;
+}
 
 /** A scheduler that must not be called: database commands never talk to AWS. */
 const noScheduler: Pick<SchedulerClient, 'send'> = {
@@ -36,7 +62,8 @@ const noLambda: Pick<LambdaClient, 'send'> = {
 };
 
 export function opsDeps(sql: Sql, overrides: Partial<OpsDeps> = {}): OpsDeps {
-  return { sql, scheduler: noScheduler, lambda: noLambda, config: schedulerConfig(), consumers: localManifest(), ...overrides };
+  const ssm = directoryOf({ 'case-projection': directoryEntry('case-projection'), 'case-sla': directoryEntry('case-sla') });
+  return { sql, scheduler: noScheduler, lambda: noLambda, ssm, config: schedulerConfig(), consumers: localManifest(), ...overrides };
 }
 
 export function run<T = any>(deps: OpsDeps, input: Record<string, unknown>, inv: Invocation = cli): Promise<T> {

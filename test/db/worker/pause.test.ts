@@ -19,6 +19,7 @@ import { workerLambda } from '../../../functions/worker/handler';
 import { createWorkerInvocation } from '../../../functions/wings/wake-ups/invocation';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, type InboxRowSpec } from '../../helpers/factories';
+import { directoryEntry, directoryOf, DIRECTORY } from '../ops/support';
 import { invocationsOf, quietObservability, variant } from './support';
 
 const db = await useTestDatabase();
@@ -44,12 +45,10 @@ const ops: OpsDeps = {
   scheduler: new SchedulerClient({ region: 'eu-west-1' }),
   lambda: new LambdaClient({ region: 'eu-west-1' }),
   consumers: localManifest(),
-  config: {
-    scheduler: { groupName: 'inbox-schedules', workerSchedules: { [CONSUMER]: 'inbox-worker-case-projection' } },
-    ingestMappings: {},
-    workerFunctions: { [CONSUMER]: WORKER_FUNCTION },
-    maxPayloadBytes: 256 * 1024,
-  },
+  ssm: directoryOf({
+    [CONSUMER]: directoryEntry(CONSUMER, { workerSchedule: 'inbox-worker-case-projection', workerFunction: WORKER_FUNCTION }),
+  }),
+  config: { scheduler: { groupName: 'inbox-schedules' }, consumerDirectory: DIRECTORY, maxPayloadBytes: 256 * 1024 },
 };
 const operator = { source: 'cli' as const, defaultActor: 'alice' };
 

@@ -60,7 +60,7 @@ describe('ops Lambda', () => {
     scheduler: unused,
     lambda: unused,
     consumers: [],
-    config: { scheduler: { workerSchedules: {} }, ingestMappings: {}, workerFunctions: {}, maxPayloadBytes: 1 },
+    config: { scheduler: {}, maxPayloadBytes: 1 },
   };
   const handler = createOpsHandler(async () => deps, logger, { operatorPrincipals: [OPERATOR_ROLE] });
   /** The ops response a function URL request got, with its HTTP status. */
