@@ -11,6 +11,7 @@ import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
+import { binaryValues } from '../../../functions/ingest/binary-values';
 import { resolveValueSchemas } from '../../../functions/ingest/value-route';
 import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
 import {
@@ -228,11 +229,7 @@ function record(value: Uint8Array, meta?: { dataFormat: string; schemaId: string
 }
 
 async function decodeWith(r: KafkaRecord, source: SchemaSource | undefined, consumer: ConsumerDeclaration = payments): Promise<Decoded> {
-  const pinned = consumer.valueSchema
-    ? { schema: await compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
-    : undefined;
-  const schemas = await resolveValueSchemas([r], { ...(source ? { source } : {}), ...(pinned ? { pinned } : {}) });
-  return decodeRecord(r, consumer, limits, schemas);
+  return decodeRecord(r, consumer, limits, await binaryValues(consumer, source).forBatch([r]));
 }
 
 function validRow(d: Decoded) {
