@@ -29,9 +29,9 @@ import { migrate } from '../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
-import { binaryValues } from '../functions/ingest/binary-values';
-import { confluentFetcher } from '../functions/ingest/confluent-registry';
-import { createSchemaSource } from '../functions/ingest/schema-source';
+import { binaryValues } from '../functions/wings/decoding/binary-values';
+import { confluentFetcher } from '../functions/wings/decoding/confluent-registry';
+import { createSchemaSource } from '../functions/wings/decoding/schema-source';
 import { startOtlpReceiver } from '../tools/otlp-receiver';
 import { avroEncoder, CASE_AVRO_SCHEMA, caseEventToAvro, confluentFrame, startLocalRegistry } from '../tools/registry-values';
 

@@ -15,10 +15,10 @@ import { count, createObservability } from '../lib/observability';
 import { flushTraces, startTracing } from '../lib/tracing';
 import { schemaRegistrySchema } from '../framework/schema-registry';
 import { createIngestHandler, failEveryPartition, type WorkerWakeUp } from './ingest';
-import { binaryValues } from './binary-values';
-import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 // The handler plugs the wings into the core: the core imports none (docs/development.md).
+import { binaryValues } from '../wings/decoding/binary-values';
+import { createSchemaSource, registryFetcher } from '../wings/decoding/schema-source';
 import { wakeUpClient } from '../wings/wake-ups/wake-up';
 import { wakeUpsTo } from '../wings/wake-ups/wake-worker';
 

@@ -40,7 +40,7 @@ import { createWorkerInvocation } from '../../functions/wings/wake-ups/invocatio
 import { wakeUpsTo } from '../../functions/wings/wake-ups/wake-worker';
 import { inboxStatusCounts, poisonCounts } from '../../functions/ops/queries/stats';
 import { createIngestHandler } from '../../functions/ingest/ingest';
-import { binaryValues } from '../../functions/ingest/binary-values';
+import { binaryValues } from '../../functions/wings/decoding/binary-values';
 import { parseConfig, type Config } from '../../functions/lib/config';
 import { createSql, type Sql } from '../../functions/lib/db';
 import { migrate } from '../../functions/lib/migrate';

@@ -5,7 +5,7 @@ import { inboxIdOf } from '../queries/find-event';
 import { insertInboxBatch, type InboxInsert } from '../../inbox/insert-batch';
 import { recordOperatorAction } from '../queries/operator-audit';
 import { getPoison, resolvePoison, type PoisonRow } from '../queries/poison';
-import { binaryValueReader } from '../../ingest/binary-values';
+import { binaryValueReader } from '../../wings/decoding/binary-values';
 import { decodeRecord } from '../../ingest/decode';
 import type { KafkaRecord } from '../../ingest/types';
 import { caller, flag, poisonId, reasonText } from '../args';

@@ -11,11 +11,11 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { binaryValues } from '../../../functions/ingest/binary-values';
-import { confluentFetcher, secretCredentials } from '../../../functions/ingest/confluent-registry';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
+import { confluentFetcher, secretCredentials } from '../../../functions/wings/decoding/confluent-registry';
 import { createIngest } from '../../../functions/ingest/ingest';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
-import { createSchemaSource } from '../../../functions/ingest/schema-source';
+import { createSchemaSource } from '../../../functions/wings/decoding/schema-source';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { startLocalRegistry } from '../../../tools/registry-values';
 import { useTestDatabase } from '../../helpers/db';

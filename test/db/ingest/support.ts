@@ -5,7 +5,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import type { IngestReport } from '../../../functions/ingest/batch-report';
-import { binaryValues } from '../../../functions/ingest/binary-values';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
 import { createIngest } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import type { Queryable, Sql } from '../../../functions/lib/db';

@@ -11,18 +11,18 @@ import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
-import { binaryValues } from '../../../functions/ingest/binary-values';
-import { resolveValueSchemas } from '../../../functions/ingest/value-route';
-import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
+import { resolveValueSchemas } from '../../../functions/wings/decoding/value-route';
+import { confluentFetcher } from '../../../functions/wings/decoding/confluent-registry';
 import {
   createSchemaSource,
   RegistryUnavailableError,
   SchemaNotFoundError,
   type SchemaFetcher,
   type SchemaSource,
-} from '../../../functions/ingest/schema-source';
+} from '../../../functions/wings/decoding/schema-source';
 import type { KafkaRecord } from '../../../functions/ingest/types';
-import { compileSchema, type SchemaDefinition } from '../../../functions/ingest/writer-schema';
+import { compileSchema, type SchemaDefinition } from '../../../functions/wings/decoding/writer-schema';
 import { mskRecord } from '../../../tools/msk-events';
 import {
   avroPaymentValue,
@@ -578,7 +578,7 @@ describe('message indexes', () => {
     ['02 02', [0x02, 0x02], [1]],
     ['04 02 00', [0x04, 0x02, 0x00], [1, 0]],
   ])('Confluent %s', async (_label, bytes, path) => {
-    const { readMessageIndexes } = await import('../../../functions/ingest/framing');
+    const { readMessageIndexes } = await import('../../../functions/wings/decoding/framing');
     expect(readMessageIndexes(Buffer.from([...bytes, 0x0a]), 'confluent')).toEqual({ path, offset: bytes.length });
     expect([...confluentMessageIndexes(path)]).toEqual(bytes);
   });

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { binaryValueReader } from '../../../functions/ingest/binary-values';
+import { binaryValueReader } from '../../../functions/wings/decoding/binary-values';
 import { decodeRecord } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import type { KafkaRecord } from '../../../functions/ingest/types';

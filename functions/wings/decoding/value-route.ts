@@ -3,11 +3,11 @@
  * schema), and the writer schemas a batch's values name, resolved before any record is
  * decoded (docs/ingest.md, "Binary values").
  */
-import { PoisonCodes, type PoisonCode } from './poison-codes';
+import { PoisonCodes, type PoisonCode } from '../../ingest/poison-codes';
 import { readFraming, refFromMetadata, type RegistryKind, type SchemaRef } from './framing';
 import type { SchemaSource, SchemaTable } from './schema-source';
-import { valueSchemaOf } from './decode';
-import type { KafkaRecord } from './types';
+import { valueSchemaOf } from '../../ingest/decode';
+import type { KafkaRecord } from '../../ingest/types';
 import type { CompiledSchema } from './writer-schema';
 
 /** The writer schemas a record's value may name: a consumer's pinned schema, and those its registry gave for this batch. */

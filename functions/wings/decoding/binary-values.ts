@@ -5,7 +5,7 @@
  * is (docs/ingest.md, "Binary values"). Plugged into the ingest core by its handler, as its
  * ValueDecoder.
  */
-import type { ConsumerDeclaration } from '../framework/types';
+import type { ConsumerDeclaration } from '../../framework/types';
 import {
   DEFAULT_MAX_JSON_DEPTH,
   fail,
@@ -16,13 +16,13 @@ import {
   type ValueRead,
   type ValueReader,
   type ValueResult,
-} from './decode-value';
-import { valueSchemaOf } from './decode';
+} from '../../ingest/decode-value';
+import { valueSchemaOf } from '../../ingest/decode';
 import { BodyTooLargeError, inflateBody, readFraming, refKey, type RegistryKind } from './framing';
-import { ValueTooDeepError } from './json-text';
-import { PoisonCodes } from './poison-codes';
+import { ValueTooDeepError } from '../../ingest/json-text';
+import { PoisonCodes } from '../../ingest/poison-codes';
 import { RegistryUnavailableError, SchemaNotFoundError, type SchemaSource } from './schema-source';
-import type { KafkaRecord } from './types';
+import type { KafkaRecord } from '../../ingest/types';
 import { JSON_ROUTE, OPEN_BRACE, resolveValueSchemas, routeOf, type ValueRoute, type ValueSchemas } from './value-route';
 import { compileSchema, type CompiledSchema } from './writer-schema';
 
