@@ -9,7 +9,7 @@
 // through its entry point (functions/framework/index.ts) only.
 //
 // The core imports no wing: the wings (functions/wings/*: optional mechanisms such as the
-// wake-ups) sit above the function cores and plug into their seams; a function's handler.ts
+// wake-ups and value decoding) sit above the function cores and plug into their seams; a function's handler.ts
 // is where it plugs them in, and the one file of a core folder that may import a wing.
 import { defineConfig } from 'eslint/config';
 import tseslint from 'typescript-eslint';
@@ -30,7 +30,7 @@ const LAYERS = [
     plugsWingsIn: true,
   },
   // Optional mechanisms, each behind a seam of the cores: not needed for the guarantees.
-  { name: 'wings', folders: ['functions/wings/wake-ups'], wing: true },
+  { name: 'wings', folders: ['functions/wings/wake-ups', 'functions/wings/decoding'], wing: true },
   // The operator's commands drive the cores: a re-ingested poison record is decoded exactly
   // as the ingest function decodes it.
   { name: 'operator commands', folders: ['functions/ops'] },

@@ -29,8 +29,9 @@ import { migrate } from '../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
 import { benchServer } from './_server';
 import { mskEvent, recordsOf, spreadRecords } from '../tools/msk-events';
-import { confluentFetcher } from '../functions/ingest/confluent-registry';
-import { createSchemaSource } from '../functions/ingest/schema-source';
+import { binaryValues } from '../functions/wings/decoding/binary-values';
+import { confluentFetcher } from '../functions/wings/decoding/confluent-registry';
+import { createSchemaSource } from '../functions/wings/decoding/schema-source';
 import { startOtlpReceiver } from '../tools/otlp-receiver';
 import { avroEncoder, CASE_AVRO_SCHEMA, caseEventToAvro, confluentFrame, startLocalRegistry } from '../tools/registry-values';
 
@@ -220,6 +221,8 @@ try {
     config: { maxPayloadBytes: 256 * 1024 },
     logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
     metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
+    // As the handler plugs it in for every consumer.
+    valueDecoder: binaryValues(consumer),
   });
   const avroHandler = createIngestHandler({
     sql,
@@ -227,7 +230,7 @@ try {
     config: { maxPayloadBytes: 256 * 1024 },
     logger: new Logger({ serviceName: 'bench', logLevel: 'SILENT' }),
     metrics: new Metrics({ namespace: 'Bench', serviceName: 'bench' }),
-    schemaSource: createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 })),
+    valueDecoder: binaryValues(consumer, createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 }))),
   });
   let request = 0;
 

@@ -15,7 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { deflateSync } from 'node:zlib';
 import avro from 'avsc';
 import protobuf from 'protobufjs';
-import { BigIntLong } from '../functions/ingest/avro-schema';
+import { BigIntLong } from '../functions/wings/decoding/avro-schema';
 
 /**
  * An Avro binary encoder for `schema` (no logical types: the producer writes the underlying

@@ -10,13 +10,9 @@
 import { createHash } from 'node:crypto';
 import { normalizeEnvelope, type NormalizedEnvelope } from '../framework/envelopes';
 import type { ConsumerDeclaration } from '../framework/types';
-import { BodyTooLargeError, inflateBody, readFraming, refKey, type RegistryKind } from './framing';
-import { findUnstorable, jsonDepth, ValueTooDeepError } from './json-text';
+import { findUnstorable, jsonDepth } from './json-text';
 import { PoisonCodes, type PoisonCode } from './poison-codes';
-import { RegistryUnavailableError, SchemaNotFoundError } from './schema-source';
 import type { KafkaRecord } from './types';
-import { JSON_ROUTE, OPEN_BRACE, routeOf, valueSchemaOf, type ValueRoute, type ValueSchemas } from './value-route';
-import type { CompiledSchema } from './writer-schema';
 
 export interface DecodeLimits {
   /** Largest accepted record value in bytes (the whole envelope, before any parsing; and as JSON, once decoded). */
@@ -75,10 +71,44 @@ export type Raw = { text: string | null; encoding: 'utf8' | 'base64' | 'none' };
 export type ValueResult =
   { ok: true; envelope: NormalizedEnvelope; text: string } | { ok: false; code: PoisonCode; message: string; raw: Raw };
 
-const fail = (code: PoisonCode, message: string, raw: Raw): ValueResult => ({ ok: false, code, message, raw });
+/** A poison outcome of the value's steps. */
+export const fail = (code: PoisonCode, message: string, raw: Raw): ValueResult => ({ ok: false, code, message, raw });
 
 /** The value names a writer schema the registry could not be asked for now: the record is handed back. */
 export type Unavailable = { ok: false; unavailable: string };
+
+/** The value's text and the raw a poison row keeps of it. */
+type ValueText = { text: string; raw: Raw };
+
+/**
+ * What a value reader gives: JSON text already (a binary value read with its writer
+ * schema), or bytes still to read as JSON text (a JSON value, or a JSON Schema body), with
+ * the raw a binary value keeps (its base64) or null; or the poison or hand-back that stops
+ * the value.
+ */
+export type ValueRead =
+  ({ kind: 'json' } & ValueText) | { kind: 'bytes'; bytes: Uint8Array; binaryRaw: Raw | null } | ValueResult | Unavailable;
+
+/**
+ * Reads one value's bytes (strict base64 decoded, within the size limit) for the JSON steps
+ * below. Synchronous: whatever it needs from afar was resolved for the batch.
+ */
+export type ValueReader = (record: KafkaRecord, value: string, bytes: Buffer, limits: DecodeLimits) => ValueRead;
+
+/**
+ * The seam of the decoding wing (functions/wings/decoding: registry framing, writer schemas,
+ * Avro, Protobuf and JSON Schema values, docs/ingest.md "Binary values"), plugged in by the
+ * handler: once per batch, before any record is decoded, the reader of its values.
+ */
+export interface ValueDecoder {
+  forBatch(records: readonly KafkaRecord[]): Promise<ValueReader>;
+}
+
+/** Without the decoding wing every value is JSON text: its bytes go to the JSON steps as they are. */
+export const jsonValues: ValueReader = (_record, _value, bytes) => ({ kind: 'bytes', bytes, binaryRaw: null });
+
+/** The core's own decoder: JSON values only. */
+export const JSON_VALUES: ValueDecoder = { forBatch: async () => jsonValues };
 
 /** An oversized value's raw: its first bytes as text (cut at a character) when they are storable UTF-8, else as base64. */
 function prefixOf(bytes: Uint8Array): Raw {
@@ -100,89 +130,17 @@ function tooLarge(bytes: Uint8Array, limit: number, what = 'value'): ValueResult
   );
 }
 
-type BinaryResult = { ok: true; json: string } | { ok: true; text: Uint8Array } | { ok: false; result: ValueResult };
-
-/** A binary value's body read with its writer schema: JSON text, or (JSON Schema) the body's own bytes. */
-function readBody(
-  bytes: Uint8Array,
-  route: Extract<ValueRoute, { kind: 'pinned' | 'lookup' }>,
-  schemas: ValueSchemas,
-  limits: DecodeLimits,
-  raw: Raw,
-): BinaryResult | Unavailable {
-  const maxDepth = limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH;
-  let body = bytes;
-  let registry: RegistryKind | 'none';
-  let schema: CompiledSchema;
-  let named: string;
-  if (route.framed) {
-    const framing = readFraming(bytes);
-    if (framing.kind !== 'framed')
-      return { ok: false, result: fail(PoisonCodes.UNSUPPORTED_FRAMING, 'value framing changed while reading it', raw) };
-    body = framing.body;
-    if (framing.compressed) {
-      try {
-        body = inflateBody(body, limits.maxPayloadBytes);
-      } catch (error) {
-        if (error instanceof BodyTooLargeError)
-          return {
-            ok: false,
-            result: fail(PoisonCodes.PAYLOAD_TOO_LARGE, `value inflates to more than the limit of ${limits.maxPayloadBytes} bytes`, raw),
-          };
-        return { ok: false, result: fail(PoisonCodes.SCHEMA_MISMATCH, 'value is marked zlib-compressed but does not inflate', raw) };
-      }
-    }
-  }
-  if (route.kind === 'pinned') {
-    schema = schemas.pinned!.schema;
-    registry = route.registry;
-    named = `the consumer's pinned ${schema.format} schema`;
-  } else {
-    registry = route.ref.registry;
-    named = route.ref.registry === 'confluent' ? `schema id ${route.ref.id}` : `schema version ${route.ref.versionId}`;
-    const resolution = schemas.table?.get(refKey(route.ref));
-    if (resolution === undefined) {
-      return {
-        ok: false,
-        result: fail(
-          PoisonCodes.SCHEMA_NOT_FOUND,
-          `value names ${named}, but the consumer declares no schema registry to read it from`,
-          raw,
-        ),
-      };
-    }
-    if (!resolution.ok) {
-      if (resolution.error instanceof RegistryUnavailableError) return { ok: false, unavailable: resolution.error.message };
-      if (resolution.error instanceof SchemaNotFoundError)
-        return { ok: false, result: fail(PoisonCodes.SCHEMA_NOT_FOUND, `${resolution.error.message} (${route.ref.registry})`, raw) };
-      return {
-        ok: false,
-        result: fail(PoisonCodes.SCHEMA_MISMATCH, `the writer schema (${named}) does not compile: ${resolution.error.message}`, raw),
-      };
-    }
-    schema = resolution.schema;
-  }
-  try {
-    const out = schema.decode(body, registry, maxDepth);
-    return 'json' in out ? { ok: true, json: out.json } : { ok: true, text: out.text };
-  } catch (error) {
-    if (error instanceof ValueTooDeepError)
-      return { ok: false, result: fail(PoisonCodes.JSON_TOO_DEEP, `decoded value nests deeper than ${maxDepth} levels`, raw) };
-    // Not the library's message: it may quote the bytes.
-    return { ok: false, result: fail(PoisonCodes.SCHEMA_MISMATCH, `value does not decode as ${schema.format} with ${named}`, raw) };
-  }
-}
-
 /**
  * The value's steps, from the ESM's base64 to a normalized envelope: its bytes (tombstone,
- * base64, size), its route (a binary value read with its writer schema), its text (depth,
- * UTF-8) and its envelope (JSON, object, storable, envelope rules).
+ * base64, size), its reading (`read`: a binary value read with its writer schema by the
+ * decoding wing), its text (depth, UTF-8) and its envelope (JSON, object, storable,
+ * envelope rules).
  */
 export function decodeValue(
   record: KafkaRecord,
   consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>,
   limits: DecodeLimits,
-  schemas: ValueSchemas,
+  read: ValueReader,
 ): ValueResult | Unavailable {
   const value = record.value;
   if (value === undefined || value === null || value === '') {
@@ -194,63 +152,16 @@ export function decodeValue(
     return fail(PoisonCodes.INVALID_BASE64, 'value is not valid base64', { text: replaceUnstorable(value), encoding: 'base64' });
   }
   if (bytes.length > limits.maxPayloadBytes) return tooLarge(bytes, limits.maxPayloadBytes);
-  const routed = readRouted(record, value, bytes, limits, schemas);
+  const routed = read(record, value, bytes, limits);
   if ('ok' in routed) return routed;
-  const read = routed.kind === 'json' ? routed : valueText(routed, value, bytes, limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
-  if ('ok' in read) return read;
-  return envelopeOf(consumer, read.text, read.raw);
-}
-
-/** The value's text and the raw a poison row keeps of it. */
-type ValueText = { text: string; raw: Raw };
-
-/**
- * What the value's route gives: JSON text already (a binary value read with its writer
- * schema), or bytes still to read as text (a JSON value, or a JSON Schema body), with the
- * raw a binary value keeps (its base64) or null.
- */
-type Routed = ({ kind: 'json' } & ValueText) | { kind: 'bytes'; bytes: Uint8Array; binaryRaw: Raw | null };
-
-function readRouted(
-  record: KafkaRecord,
-  value: string,
-  bytes: Buffer,
-  limits: DecodeLimits,
-  schemas: ValueSchemas,
-): Routed | ValueResult | Unavailable {
-  // The common record (plain JSON, no metadata, no pinned schema) skips the routing.
-  const route: ValueRoute =
-    bytes[0] === OPEN_BRACE && record.valueSchemaMetadata === undefined && schemas.pinned === undefined
-      ? JSON_ROUTE
-      : routeOf(bytes, record, schemas);
-  if (route.kind === 'poison') return fail(route.code, route.message, { text: value, encoding: 'base64' });
-  if (route.kind === 'source-without-registry') {
-    const meta = valueSchemaOf(record)!;
-    return fail(
-      PoisonCodes.UNSUPPORTED_SOURCE_FORMAT,
-      `value is ${meta.format} schema ${meta.id ?? '(no id)'} in its binary source encoding, and the consumer declares neither a schema registry nor a pinned schema to read it with`,
-      { text: value, encoding: 'base64' },
-    );
-  }
-  if (route.kind === 'json') return { kind: 'bytes', bytes, binaryRaw: null };
-  // Binary even where its bytes happen to be valid UTF-8 (Protobuf often is): kept as the event's base64.
-  const binaryRaw: Raw = { text: value, encoding: 'base64' };
-  const read = readBody(bytes, route, schemas, limits, binaryRaw);
-  if (!read.ok) return 'unavailable' in read ? read : read.result;
-  if (!('json' in read)) return { kind: 'bytes', bytes: read.text, binaryRaw };
-  if (Buffer.byteLength(read.json) > limits.maxPayloadBytes) {
-    return fail(
-      PoisonCodes.PAYLOAD_TOO_LARGE,
-      `value decodes to ${Buffer.byteLength(read.json)} bytes of JSON, over the limit of ${limits.maxPayloadBytes}`,
-      binaryRaw,
-    );
-  }
-  return { kind: 'json', text: read.json, raw: binaryRaw };
+  const text = routed.kind === 'json' ? routed : valueText(routed, value, bytes, limits.maxJsonDepth ?? DEFAULT_MAX_JSON_DEPTH);
+  if ('ok' in text) return text;
+  return envelopeOf(consumer, text.text, text.raw);
 }
 
 /** Bytes to be read as JSON text: judged for depth first, then strict UTF-8. */
 function valueText(
-  routed: Extract<Routed, { kind: 'bytes' }>,
+  routed: Extract<ValueRead, { kind: 'bytes' }>,
   value: string,
   bytes: Uint8Array,
   maxDepth: number,

@@ -13,16 +13,15 @@
  * backstop for anything this check does not foresee.
  *
  * This module is the record: its key, headers and the row it becomes. The value's steps and
- * the strict byte and text conversions are decode-value.ts, how a value is routed to its
- * writer schema value-route.ts.
+ * the strict byte and text conversions are decode-value.ts; a value that is not plain JSON
+ * text (registry-framed, the mapping's SOURCE format, a pinned schema's) is read by the
+ * reader the decoding wing gives (its ValueDecoder seam).
  *
  * Records of a consumer whose mapping validates against a schema registry (Glue or
  * Confluent, docs/ingest.md "Schema registries") take the same steps: with the JSON record
  * format the mapping has already turned Avro or Protobuf into JSON text, so the envelope,
- * size and poison rules judge what the mapping delivered. With the SOURCE format an Avro or
- * Protobuf value stays the producer's binary encoding, which this inbox cannot read: it
- * becomes poison UNSUPPORTED_SOURCE_FORMAT (told apart from INVALID_UTF8/INVALID_JSON by
- * the record's valueSchemaMetadata), so the reason names the fix rather than a symptom.
+ * size and poison rules judge what the mapping delivered, and a poison reason names the
+ * schema the mapping reported (valueSchemaOf).
  *
  * Nothing here logs or returns a value of the record except the raw value kept in the
  * poison row itself: error messages carry field paths, rules and the schema's id only.
@@ -31,17 +30,37 @@ import type { ConsumerDeclaration } from '../framework/types';
 import type { InboxInsert } from '../inbox/insert-batch';
 import type { PoisonInsert } from '../inbox/record-poison';
 import { carrierFromHeaders } from '../lib/tracing';
-import { decodeBase64, decodeValue, encodeBytes, replaceUnstorable, storableUtf8, type DecodeLimits } from './decode-value';
+import {
+  decodeBase64,
+  decodeValue,
+  encodeBytes,
+  jsonValues,
+  replaceUnstorable,
+  storableUtf8,
+  type DecodeLimits,
+  type ValueReader,
+} from './decode-value';
 import { isStorableText } from './json-text';
 import { PoisonCodes, type PoisonCode } from './poison-codes';
-import type { KafkaRecord } from './types';
-import { valueSchemaOf, type ValueSchemas } from './value-route';
+import type { KafkaRecord, SchemaMetadata } from './types';
 
 /**
  * `unavailable`: the value names a writer schema the registry could not be asked for now;
  * the record is neither stored nor poisoned but handed back to the mapping (ingest.ts).
  */
 export type Decoded = { kind: 'valid'; row: InboxInsert } | { kind: 'poison'; row: PoisonInsert } | { kind: 'unavailable'; reason: string };
+
+/** What may be quoted of the mapping's metadata in a poison reason: an id, not free text. */
+const METADATA_TOKEN = /^[A-Za-z0-9._:-]{1,128}$/;
+
+/** The value's schema as the mapping reported it, or null when the record carries none. */
+export function valueSchemaOf(record: KafkaRecord): { format: string; id: string | null } | null {
+  const meta: SchemaMetadata | undefined = record.valueSchemaMetadata;
+  if (typeof meta !== 'object' || meta === null) return null;
+  const token = (v: unknown) => (typeof v === 'string' && METADATA_TOKEN.test(v) ? v : null);
+  const format = token(meta.dataFormat);
+  return format === null ? null : { format: format.toUpperCase(), id: token(meta.schemaId) };
+}
 
 export function decodeKey(key: string | null | undefined): { recordKey: string | null; recordKeyEncoding: 'utf8' | 'base64' } {
   if (key === undefined || key === null) return { recordKey: null, recordKeyEncoding: 'utf8' };
@@ -138,9 +157,9 @@ export function decodeRecord(
   record: KafkaRecord,
   consumer: Pick<ConsumerDeclaration, 'dialect' | 'envelopeDefaults'>,
   limits: DecodeLimits,
-  schemas: ValueSchemas = {},
+  read: ValueReader = jsonValues,
 ): Decoded {
-  const v = decodeValue(record, consumer, limits, schemas);
+  const v = decodeValue(record, consumer, limits, read);
   if (!v.ok && 'unavailable' in v) return { kind: 'unavailable', reason: v.unavailable };
   const { recordKey, recordKeyEncoding } = decodeKey(record.key);
   const headers = decodeHeaders(record.headers);

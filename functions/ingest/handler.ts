@@ -15,9 +15,10 @@ import { count, createObservability } from '../lib/observability';
 import { flushTraces, startTracing } from '../lib/tracing';
 import { schemaRegistrySchema } from '../framework/schema-registry';
 import { createIngestHandler, failEveryPartition, type WorkerWakeUp } from './ingest';
-import { createSchemaSource, registryFetcher } from './schema-source';
 import type { KafkaBatchResponse, KafkaEvent } from './types';
 // The handler plugs the wings into the core: the core imports none (docs/development.md).
+import { binaryValues } from '../wings/decoding/binary-values';
+import { createSchemaSource, registryFetcher } from '../wings/decoding/schema-source';
 import { wakeUpClient } from '../wings/wake-ups/wake-up';
 import { wakeUpsTo } from '../wings/wake-ups/wake-worker';
 
@@ -51,6 +52,9 @@ export async function ingestLambda(consumer: ConsumerDeclaration): Promise<Inges
           }),
         );
 
+  // Every consumer's: a value framed for a registry is told apart from JSON even where none is declared.
+  const valueDecoder = binaryValues(consumer, schemaSource);
+
   let ingest: ReturnType<typeof createIngestHandler> | undefined;
 
   return async function handler(event: KafkaEvent, context: Context): Promise<KafkaBatchResponse> {
@@ -75,7 +79,7 @@ export async function ingestLambda(consumer: ConsumerDeclaration): Promise<Inges
           logger,
           metrics,
           ...(wakeUp ? { wakeUp } : {}),
-          ...(schemaSource ? { schemaSource } : {}),
+          valueDecoder,
         });
       } else {
         await beginInvocation(await getSql(config.database), context);

@@ -34,12 +34,9 @@ import type { InboxInsert } from '../inbox/insert-batch';
 import { countOutcomes, emptyReport, logBatch, publishCounts, type IngestReport, type WakeUpResult } from './batch-report';
 import { classifyRecords, type Classified } from './classify-records';
 import { decodeRecord } from './decode';
-import type { DecodeLimits } from './decode-value';
-import type { SchemaSource } from './schema-source';
+import { JSON_VALUES, type DecodeLimits, type ValueDecoder } from './decode-value';
 import { storeBatch, type StoreContext } from './store-batch';
 import type { BatchItemFailure, KafkaBatchResponse, KafkaEvent, KafkaRecord } from './types';
-import { resolveValueSchemas, type ValueSchemas } from './value-route';
-import { compileSchema, type SchemaDefinition } from './writer-schema';
 
 export interface IngestDependencies {
   sql: Sql;
@@ -54,11 +51,12 @@ export interface IngestDependencies {
    */
   wakeUp?: WorkerWakeUp;
   /**
-   * Where the writer schemas of registry-framed values come from (the consumer's schema
-   * registry, docs/ingest.md "Binary values"). Absent: a value naming a registry schema is
-   * poison SCHEMA_NOT_FOUND, unless the consumer pins its schema.
+   * Reads the values that are not plain JSON text (registry-framed, the mapping's SOURCE
+   * format, the consumer's pinned schema): the decoding wing's `binaryValues`
+   * (docs/ingest.md "Binary values"), plugged in by the handler. Absent: every value is read
+   * as JSON text, and a consumer that declares a schema registry or a pinned schema is refused.
    */
-  schemaSource?: SchemaSource;
+  valueDecoder?: ValueDecoder;
 }
 
 /** What a wake-up after the batch works with: the ingest's own client, logger and metrics. */
@@ -91,29 +89,23 @@ export function failEveryPartition(event: KafkaEvent): BatchItemFailure[] {
 interface IngestSetup {
   deps: IngestDependencies;
   limits: DecodeLimits;
-  /** The consumer's pinned schema, compiled by the first batch (its decoder loads then). */
-  pinned: (() => Promise<NonNullable<ValueSchemas['pinned']>>) | undefined;
+  values: ValueDecoder;
   store: StoreContext;
-}
-
-/**
- * A pinned schema compiled once, when the first batch needs it. One that does not compile
- * fails every invocation (the mapping keeps the batch), not a record.
- */
-function pinnedSchema(schema: SchemaDefinition & { framing?: 'confluent' | 'glue' | 'none' }): IngestSetup['pinned'] {
-  let compiled: Promise<NonNullable<ValueSchemas['pinned']>> | undefined;
-  return () => (compiled ??= compileSchema(schema).then((s) => ({ schema: s, framing: schema.framing ?? 'none' })));
 }
 
 export function createIngest(deps: IngestDependencies) {
   const { sql, consumer, config, logger } = deps;
+  if (deps.valueDecoder === undefined && (consumer.valueSchema !== undefined || consumer.schemaRegistry !== undefined)) {
+    // Its values may be binary: read as JSON text they would all be poison.
+    throw new Error(`consumer ${consumer.name} declares a schema registry or a pinned schema, and its ingest has no value decoder`);
+  }
   const setup: IngestSetup = {
     deps,
     limits: {
       maxPayloadBytes: config.maxPayloadBytes,
       ...(config.maxJsonDepth !== undefined ? { maxJsonDepth: config.maxJsonDepth } : {}),
     },
-    pinned: consumer.valueSchema === undefined ? undefined : pinnedSchema(consumer.valueSchema),
+    values: deps.valueDecoder ?? JSON_VALUES,
     store: { sql, consumer, logger },
   };
   return (event: KafkaEvent, context: Pick<Context, 'awsRequestId'>): Promise<IngestReport> => ingestBatch(setup, event, context);
@@ -235,19 +227,15 @@ async function ingestRecords(
   return report;
 }
 
-/** The batch's writer schemas resolved, then every record decoded and sorted (classify-records.ts). */
+/** The batch's value reader (its writer schemas resolved), then every record decoded and sorted (classify-records.ts). */
 async function classify(
   setup: IngestSetup,
   partitions: ReadonlyArray<readonly [string, readonly KafkaRecord[]]>,
   records: KafkaRecord[],
 ): Promise<Classified> {
   const { deps, limits } = setup;
-  const pinned = await setup.pinned?.();
-  const schemas = await resolveValueSchemas(records, {
-    ...(pinned ? { pinned } : {}),
-    ...(deps.schemaSource ? { source: deps.schemaSource } : {}),
-  });
-  return classifyRecords(partitions, (record) => decodeRecord(record, deps.consumer, limits, schemas), deps.logger);
+  const read = await setup.values.forBatch(records);
+  return classifyRecords(partitions, (record) => decodeRecord(record, deps.consumer, limits, read), deps.logger);
 }
 
 /** The classified rows stored (store-batch.ts), and what the store did written into `report`. Throws what must be reported back. */

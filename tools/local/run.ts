@@ -40,6 +40,7 @@ import { createWorkerInvocation } from '../../functions/wings/wake-ups/invocatio
 import { wakeUpsTo } from '../../functions/wings/wake-ups/wake-worker';
 import { inboxStatusCounts, poisonCounts } from '../../functions/ops/queries/stats';
 import { createIngestHandler } from '../../functions/ingest/ingest';
+import { binaryValues } from '../../functions/wings/decoding/binary-values';
 import { parseConfig, type Config } from '../../functions/lib/config';
 import { createSql, type Sql } from '../../functions/lib/db';
 import { migrate } from '../../functions/lib/migrate';
@@ -497,7 +498,7 @@ async function ingestMapping(sim: Simulation, topic: string, name: string, unrea
     config,
     logger: sim.logger('ingest', name),
     metrics: new CapturingMetrics(sim.metricLog, name),
-    ...(sim.registry ? { schemaSource: sim.registry.source } : {}),
+    valueDecoder: binaryValues(consumer, sim.registry?.source),
   };
   const live = createIngestHandler({
     ...deps,

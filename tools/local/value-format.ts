@@ -7,8 +7,8 @@
  * unreadable), and so does an event the schema cannot carry (the run's contract violations
  * that break the envelope): the topic then mixes formats, which the decoder must handle.
  */
-import { confluentFetcher } from '../../functions/ingest/confluent-registry';
-import { createSchemaSource, type SchemaSource } from '../../functions/ingest/schema-source';
+import { confluentFetcher } from '../../functions/wings/decoding/confluent-registry';
+import { createSchemaSource, type SchemaSource } from '../../functions/wings/decoding/schema-source';
 import { CASE_EVENTS_TOPIC } from '../../functions/consumers/case-projection';
 import {
   avroEncoder,

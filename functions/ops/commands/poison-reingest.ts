@@ -5,6 +5,7 @@ import { inboxIdOf } from '../queries/find-event';
 import { insertInboxBatch, type InboxInsert } from '../../inbox/insert-batch';
 import { recordOperatorAction } from '../queries/operator-audit';
 import { getPoison, resolvePoison, type PoisonRow } from '../queries/poison';
+import { binaryValueReader } from '../../wings/decoding/binary-values';
 import { decodeRecord } from '../../ingest/decode';
 import type { KafkaRecord } from '../../ingest/types';
 import { caller, flag, poisonId, reasonText } from '../args';
@@ -63,7 +64,7 @@ function decodeAgain(deps: OpsDeps, row: PoisonRow): { consumer: ConsumerManifes
     );
   }
   const consumer = knownConsumer(deps, row.consumer_name);
-  const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes });
+  const decoded = decodeRecord(recordFromPoison(row), consumer, { maxPayloadBytes: deps.config.maxPayloadBytes }, binaryValueReader({}));
   if (decoded.kind === 'unavailable') {
     throw new OpsError(OpsErrorCodes.STILL_INVALID, `its writer schema cannot be read now: ${decoded.reason}`, {
       errorCode: 'SCHEMA_REGISTRY_UNAVAILABLE',

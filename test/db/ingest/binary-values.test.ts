@@ -10,8 +10,9 @@ import { getConsumer } from '../../../functions/consumers';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import type { IngestReport } from '../../../functions/ingest/batch-report';
 import { createIngest } from '../../../functions/ingest/ingest';
-import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
-import { createSchemaSource } from '../../../functions/ingest/schema-source';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
+import { confluentFetcher } from '../../../functions/wings/decoding/confluent-registry';
+import { createSchemaSource } from '../../../functions/wings/decoding/schema-source';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import { useTestDatabase } from '../../helpers/db';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
@@ -54,7 +55,7 @@ function ingestWithRegistry(logger = quiet().logger, maxPayloadBytes = 256 * 102
     config: { maxPayloadBytes },
     logger,
     metrics: quiet().metrics,
-    schemaSource: createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 })),
+    valueDecoder: binaryValues(consumer, createSchemaSource(confluentFetcher({ url: registry.url, timeoutMs: 2_000 }))),
   });
   return (event) => ingest(event, { awsRequestId: `req-bin-${++requests}` });
 }
@@ -118,7 +119,7 @@ describe('registry-framed values', () => {
         consumer,
         config: { maxPayloadBytes: 256 * 1024 },
         ...quiet(),
-        schemaSource: createSchemaSource(confluentFetcher({ url: wide.url, timeoutMs: 2_000 })),
+        valueDecoder: binaryValues(consumer, createSchemaSource(confluentFetcher({ url: wide.url, timeoutMs: 2_000 }))),
       });
       const e = caseAccepted();
       const value = confluentFrame(

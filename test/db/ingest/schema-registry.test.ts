@@ -11,10 +11,11 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { mockClient } from 'aws-sdk-client-mock';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
-import { confluentFetcher, secretCredentials } from '../../../functions/ingest/confluent-registry';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
+import { confluentFetcher, secretCredentials } from '../../../functions/wings/decoding/confluent-registry';
 import { createIngest } from '../../../functions/ingest/ingest';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
-import { createSchemaSource } from '../../../functions/ingest/schema-source';
+import { createSchemaSource } from '../../../functions/wings/decoding/schema-source';
 import { mskEvent, mskRecord } from '../../../tools/msk-events';
 import { startLocalRegistry } from '../../../tools/registry-values';
 import { useTestDatabase } from '../../helpers/db';
@@ -121,12 +122,15 @@ describe('a Confluent registry whose secret rotates', () => {
       consumer,
       config: { maxPayloadBytes: 256 * 1024 },
       ...quiet(),
-      schemaSource: createSchemaSource(
-        confluentFetcher({
-          url: registry.url,
-          credentials: secretCredentials(new SecretsManagerClient({ region: 'eu-west-1' }), SECRET_ARN, { maxAgeMs: 300_000 }),
-          timeoutMs: 2_000,
-        }),
+      valueDecoder: binaryValues(
+        consumer,
+        createSchemaSource(
+          confluentFetcher({
+            url: registry.url,
+            credentials: secretCredentials(new SecretsManagerClient({ region: 'eu-west-1' }), SECRET_ARN, { maxAgeMs: 300_000 }),
+            timeoutMs: 2_000,
+          }),
+        ),
       ),
     });
     const avroId = randomUUID();

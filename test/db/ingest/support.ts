@@ -5,6 +5,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import type { IngestReport } from '../../../functions/ingest/batch-report';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
 import { createIngest } from '../../../functions/ingest/ingest';
 import type { KafkaEvent } from '../../../functions/ingest/types';
 import type { Queryable, Sql } from '../../../functions/lib/db';
@@ -63,6 +64,8 @@ export function ingestFor(
     sql: 'as' in target ? target.as(ingestRole(consumer)) : target,
     consumer: declaration(consumer),
     config: { maxPayloadBytes },
+    // As the handler plugs it in for every consumer.
+    valueDecoder: binaryValues(declaration(consumer)),
     ...quiet(),
   });
   return (event) => ingest(event, { awsRequestId: `req-${++requests}` });

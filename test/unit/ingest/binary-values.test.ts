@@ -11,17 +11,18 @@ import { getConsumer } from '../../../functions/consumers';
 import type { ConsumerDeclaration } from '../../../functions/framework/types';
 import { decodeRecord, type Decoded } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
-import { resolveValueSchemas } from '../../../functions/ingest/value-route';
-import { confluentFetcher } from '../../../functions/ingest/confluent-registry';
+import { binaryValues } from '../../../functions/wings/decoding/binary-values';
+import { resolveValueSchemas } from '../../../functions/wings/decoding/value-route';
+import { confluentFetcher } from '../../../functions/wings/decoding/confluent-registry';
 import {
   createSchemaSource,
   RegistryUnavailableError,
   SchemaNotFoundError,
   type SchemaFetcher,
   type SchemaSource,
-} from '../../../functions/ingest/schema-source';
+} from '../../../functions/wings/decoding/schema-source';
 import type { KafkaRecord } from '../../../functions/ingest/types';
-import { compileSchema, type SchemaDefinition } from '../../../functions/ingest/writer-schema';
+import { compileSchema, type SchemaDefinition } from '../../../functions/wings/decoding/writer-schema';
 import { mskRecord } from '../../../tools/msk-events';
 import {
   avroPaymentValue,
@@ -228,11 +229,7 @@ function record(value: Uint8Array, meta?: { dataFormat: string; schemaId: string
 }
 
 async function decodeWith(r: KafkaRecord, source: SchemaSource | undefined, consumer: ConsumerDeclaration = payments): Promise<Decoded> {
-  const pinned = consumer.valueSchema
-    ? { schema: await compileSchema(consumer.valueSchema), framing: consumer.valueSchema.framing ?? 'none' }
-    : undefined;
-  const schemas = await resolveValueSchemas([r], { ...(source ? { source } : {}), ...(pinned ? { pinned } : {}) });
-  return decodeRecord(r, consumer, limits, schemas);
+  return decodeRecord(r, consumer, limits, await binaryValues(consumer, source).forBatch([r]));
 }
 
 function validRow(d: Decoded) {
@@ -581,7 +578,7 @@ describe('message indexes', () => {
     ['02 02', [0x02, 0x02], [1]],
     ['04 02 00', [0x04, 0x02, 0x00], [1, 0]],
   ])('Confluent %s', async (_label, bytes, path) => {
-    const { readMessageIndexes } = await import('../../../functions/ingest/framing');
+    const { readMessageIndexes } = await import('../../../functions/wings/decoding/framing');
     expect(readMessageIndexes(Buffer.from([...bytes, 0x0a]), 'confluent')).toEqual({ path, offset: bytes.length });
     expect([...confluentMessageIndexes(path)]).toEqual(bytes);
   });

@@ -9,16 +9,16 @@ import { GetSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-sec
 import { mockClient } from 'aws-sdk-client-mock';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
-import { confluentFetcher, secretCredentials } from '../../../functions/ingest/confluent-registry';
-import { glueFetcher } from '../../../functions/ingest/glue-registry';
+import { confluentFetcher, secretCredentials } from '../../../functions/wings/decoding/confluent-registry';
+import { glueFetcher } from '../../../functions/wings/decoding/glue-registry';
 import {
   createSchemaSource,
   NOT_FOUND_CACHE,
   registryFetcher,
   RegistryUnavailableError,
   SchemaNotFoundError,
-} from '../../../functions/ingest/schema-source';
-import type { SchemaRef } from '../../../functions/ingest/framing';
+} from '../../../functions/wings/decoding/schema-source';
+import type { SchemaRef } from '../../../functions/wings/decoding/framing';
 import { schemaRegistrySchema } from '../../../functions/framework/schema-registry';
 
 const VERSION_ID = 'b7a3c8e2-5f14-4d6a-9c0b-1e2f3a4b5c6d';

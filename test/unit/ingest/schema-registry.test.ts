@@ -5,13 +5,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import { getConsumer } from '../../../functions/consumers';
+import { binaryValueReader } from '../../../functions/wings/decoding/binary-values';
 import { decodeRecord } from '../../../functions/ingest/decode';
 import { PoisonCodes } from '../../../functions/ingest/poison-codes';
 import type { KafkaRecord } from '../../../functions/ingest/types';
 import { fixtureRecord, JSON_RECORD_FORMAT, SOURCE_RECORD_FORMAT } from '../../fixtures/schema-registry/events';
 
 const consumer = getConsumer('notification-service');
-const decode = (record: KafkaRecord, maxPayloadBytes = 256 * 1024) => decodeRecord(record, consumer, { maxPayloadBytes });
+// Read as the handler reads them: through the decoding wing (here with no registry and no pinned schema).
+const decode = (record: KafkaRecord, maxPayloadBytes = 256 * 1024) =>
+  decodeRecord(record, consumer, { maxPayloadBytes }, binaryValueReader({}));
 
 describe('EventRecordFormat JSON', () => {
   it('stores an Avro value the mapping converted to JSON, with its validated key as JSON text', () => {

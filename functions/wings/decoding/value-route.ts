@@ -3,10 +3,11 @@
  * schema), and the writer schemas a batch's values name, resolved before any record is
  * decoded (docs/ingest.md, "Binary values").
  */
-import { PoisonCodes, type PoisonCode } from './poison-codes';
+import { PoisonCodes, type PoisonCode } from '../../ingest/poison-codes';
 import { readFraming, refFromMetadata, type RegistryKind, type SchemaRef } from './framing';
 import type { SchemaSource, SchemaTable } from './schema-source';
-import type { KafkaRecord, SchemaMetadata } from './types';
+import { valueSchemaOf } from '../../ingest/decode';
+import type { KafkaRecord } from '../../ingest/types';
 import type { CompiledSchema } from './writer-schema';
 
 /** The writer schemas a record's value may name: a consumer's pinned schema, and those its registry gave for this batch. */
@@ -19,17 +20,6 @@ export interface ValueSchemas {
 
 /** The data formats a registry encodes in binary: their SOURCE bytes are not JSON. */
 const BINARY_FORMATS = new Set(['AVRO', 'PROTOBUF']);
-/** What may be quoted of the mapping's metadata in a poison reason: an id, not free text. */
-const METADATA_TOKEN = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** The value's schema as the mapping reported it, or null when the record carries none. */
-export function valueSchemaOf(record: KafkaRecord): { format: string; id: string | null } | null {
-  const meta: SchemaMetadata | undefined = record.valueSchemaMetadata;
-  if (typeof meta !== 'object' || meta === null) return null;
-  const token = (v: unknown) => (typeof v === 'string' && METADATA_TOKEN.test(v) ? v : null);
-  const format = token(meta.dataFormat);
-  return format === null ? null : { format: format.toUpperCase(), id: token(meta.schemaId) };
-}
 
 /** The first bytes of a value, from the start of its base64: enough for any registry header. */
 function peek(value: string): Uint8Array {

@@ -5,7 +5,7 @@
  * bundle's static import of an external package loads at the function's start.
  */
 import type { GlueClient } from '@aws-sdk/client-glue';
-import type { SchemaRegistry } from '../framework/schema-registry';
+import type { SchemaRegistry } from '../../framework/schema-registry';
 import { RegistryUnavailableError, SchemaNotFoundError, type SchemaFetcher } from './schema-source';
 import type { SchemaFormat } from './writer-schema';
 

@@ -14,7 +14,7 @@
  */
 import avro from 'avsc';
 import { isoOf } from './epoch-text';
-import { toJsonText } from './json-text';
+import { toJsonText } from '../../ingest/json-text';
 import { referencesInOrder, SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
 
 /** Avro's long as a bigint, both ways (avsc's own refuses values beyond 2^53). Producers in tests and tools share it. */

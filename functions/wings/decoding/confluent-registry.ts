@@ -18,7 +18,7 @@
  * package would load it at every ingest function's start.
  */
 import type { SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { SchemaRegistry } from '../framework/schema-registry';
+import type { SchemaRegistry } from '../../framework/schema-registry';
 import { RegistryUnavailableError, SchemaNotFoundError, type RegistryOptions, type SchemaFetcher } from './schema-source';
 import { SchemaCompileError, type SchemaDefinition, type SchemaFormat, type SchemaReference } from './writer-schema';
 

@@ -13,7 +13,7 @@
 import protobuf from 'protobufjs';
 import { isoOf } from './epoch-text';
 import { readMessageIndexes } from './framing';
-import { toJsonText } from './json-text';
+import { toJsonText } from '../../ingest/json-text';
 import { referencesInOrder, SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
 
 const NANOS = 1_000_000_000;

@@ -17,7 +17,7 @@
  *                            redelivers it; never poison, since the same record will decode
  *                            once the registry answers.
  */
-import type { SchemaRegistry } from '../framework/schema-registry';
+import type { SchemaRegistry } from '../../framework/schema-registry';
 import { refKey, type SchemaRef } from './framing';
 import { compileSchema, SchemaCompileError, type CompiledSchema, type SchemaDefinition } from './writer-schema';
 
