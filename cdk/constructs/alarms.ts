@@ -43,10 +43,16 @@ export const RUNBOOK = {
   databaseCapacity: 'Database capacity',
   databaseConnections: 'Database connections',
   databaseMemory: 'Database memory',
+  permissionDenied: 'Permission denied',
 } as const;
 
+/** Where a runbook section lives when not in the README. */
+export const RUNBOOK_FILES: Partial<Record<keyof typeof RUNBOOK, string>> = {
+  permissionDenied: 'docs/consumers.md',
+};
+
 export function runbookReference(section: keyof typeof RUNBOOK): string {
-  return `Runbook: README, section "Runbook: ${RUNBOOK[section]}".`;
+  return `Runbook: ${RUNBOOK_FILES[section] ?? 'README'}, section "Runbook: ${RUNBOOK[section]}".`;
 }
 
 /** A function invoked on a schedule, whose silence must page. */
@@ -157,6 +163,14 @@ export class InboxAlarms extends Construct {
       t.esmFailedRecords,
       'esmFailedRecords',
       `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
+    );
+    // Any row at all: a missing grant fails every row it touches until a deploy grants it.
+    this.add(
+      `${key}PermissionDenied`,
+      m.metric(c.name, MetricNames.PermissionDenied, 'Sum'),
+      0,
+      'permissionDenied',
+      `${c.name}: rows were QUARANTINED DB_PERMISSION: its database role lacks a grant its handlers use (the table is in each row's error_detail.deniedOn and the log line).`,
     );
     if (c.emits) this.outboxAlarm(c);
     if (c.schemaRegistry) this.schemaRegistryAlarms(c);

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Match, type Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { RUNBOOK, RUNBOOK_FILES } from '../../cdk/constructs/alarms';
 import { seriesOf, widgetsOf } from '../../cdk/constructs/dashboard-widgets';
 import { DATABASE_CLUSTER_LOGICAL_ID, MASTER_SECRET_ROTATION_DAYS } from '../../cdk/stacks/stateful-stack';
 import { CONSUMERS } from '../../functions/consumers/index';
@@ -614,16 +614,20 @@ describe('observability', () => {
     ].filter((a) => a.Properties!.AlarmActions !== undefined);
     const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
     const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
-    // per consumer 7 (+ outbox), errors and throttles per function, a heartbeat per scheduled
+    // per consumer 8 (+ outbox), errors and throttles per function, a heartbeat per scheduled
     // function (workers, reaper, relay), two queues, three on the database
     const scheduled = CONSUMERS.length + 2;
-    expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount * 2 + scheduled + 2 + 3);
-    const runbook = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    expect(alarms).toHaveLength(CONSUMERS.length * 8 + emitting + functionCount * 2 + scheduled + 2 + 3);
+    const runbookOf = (section: keyof typeof RUNBOOK) =>
+      readFileSync(new URL(`../../${RUNBOOK_FILES[section] ?? 'README.md'}`, import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
-      const section = Object.values(RUNBOOK).find((title) => a.Properties!.AlarmDescription.includes(`"Runbook: ${title}"`));
-      expect(section, a.Properties!.AlarmDescription).toBeDefined();
-      expect(runbook).toContain(`### Runbook: ${section}\n`);
+      const key = (Object.keys(RUNBOOK) as (keyof typeof RUNBOOK)[]).find((k) =>
+        a.Properties!.AlarmDescription.includes(`"Runbook: ${RUNBOOK[k]}"`),
+      );
+      expect(key, a.Properties!.AlarmDescription).toBeDefined();
+      const section = RUNBOOK[key!];
+      expect(runbookOf(key!)).toContain(`### Runbook: ${section}\n`);
       bySection.set(section!, (bySection.get(section!) ?? 0) + 1);
       expect(a.Properties!.AlarmActions).toHaveLength(1);
     }
@@ -632,6 +636,7 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.oldestDueAge)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.permissionDenied)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.processingLatency)).toBe(CONSUMERS.length * 2);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
     expect(bySection.get(RUNBOOK.functionThrottles)).toBe(functionCount);
