@@ -8,12 +8,12 @@
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
 import { afterAll, inject, vi } from 'vitest';
-import { TYPES, type Sql } from '../../functions/lib/db';
-import type { DatabaseRole } from '../../functions/lib/database-roles';
-import { withDatabase } from '../../tools/database-url';
-import { prepareRoleLogins, roleUrl } from '../../tools/database-roles';
-import type { ConsumerDeclaration } from '../../functions/framework/types';
-import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
+import { TYPES, type Sql } from '../functions/lib/db';
+import type { DatabaseRole } from '../functions/lib/database-roles';
+import { withDatabase } from '../tools/database-url';
+import { prepareRoleLogins, roleUrl } from '../tools/database-roles';
+import type { ConsumerDeclaration } from '../functions/framework/types';
+import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
 
 export interface TestDatabase {
   name: string;

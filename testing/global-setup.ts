@@ -1,18 +1,19 @@
 /**
- * Starts the database for the `db` test project once per run: an embedded PostgreSQL,
- * or the server at TEST_DATABASE_URL. Migrates a template database once; every test
- * file then clones its own database from it (see test/helpers/db.ts).
+ * The global setup of a vitest project of database tests (this repository's `db`): starts
+ * the database once per run, an embedded PostgreSQL or the server at TEST_DATABASE_URL, and
+ * migrates a template database once (the roles of every declared consumer included); every
+ * test file then clones its own database from it (./database.ts, used by ./index.ts).
  */
 import postgres from 'postgres';
 import type { TestProject } from 'vitest/node';
-import { CONSUMERS } from '../../functions/consumers/index';
-import { provisionConsumerRoles } from '../../functions/inbox/consumer-roles';
-import { migrate } from '../../functions/lib/migrate';
-import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
-import type { Sql } from '../../functions/lib/db';
-import { startEmbeddedPostgres, type EmbeddedDatabase } from '../../tools/embedded-postgres';
-import { withDatabase } from '../../tools/database-url';
-import { prepareRoleLogins } from '../../tools/database-roles';
+import { CONSUMERS } from '../functions/consumers/index';
+import { provisionConsumerRoles } from '../functions/inbox/consumer-roles';
+import { migrate } from '../functions/lib/migrate';
+import { loadMigrations, MIGRATIONS_DIR } from '../functions/lib/migration-files';
+import type { Sql } from '../functions/lib/db';
+import { startEmbeddedPostgres, type EmbeddedDatabase } from '../tools/embedded-postgres';
+import { withDatabase } from '../tools/database-url';
+import { prepareRoleLogins } from '../tools/database-roles';
 
 declare module 'vitest' {
   export interface ProvidedContext {
