@@ -5,55 +5,17 @@
  */
 import type { Metrics } from '@aws-lambda-powertools/metrics';
 import { describe, expect, it } from 'vitest';
-import { z } from 'zod';
 import { caseSla } from '../../functions/consumers/case-sla';
-import { DEFAULT_RETENTION, DEFAULT_RETRY, defineHandler, type ConsumerDeclaration } from '../../functions/framework';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { caseAccepted } from '../../tools/case-events';
 import { mskRecord, useTestInbox } from '../../testing';
+import { NOTES_GRANTED, NOTES_UNGRANTED, noteWritten, notesConsumer, SETUP_SQL } from '../fixtures/notes-consumer';
 
 const inbox = await useTestInbox({ reset: true });
 const sla = inbox.consumer(caseSla);
 
-/** A consumer of the kit's own: one row per event in a table of its own, read back with RETURNING. */
-function fixture(tables: ConsumerDeclaration['tables']): ConsumerDeclaration {
-  return {
-    name: 'kit-fixture',
-    topics: ['kit.fixture.v1'],
-    dialect: 'canonical',
-    mode: 'deferred',
-    handlers: {
-      'kit.noted.v1': {
-        1: defineHandler({
-          payload: z.object({ note: z.string() }),
-          async handle(tx, event) {
-            await tx`insert into kit_fixture.noted (event_id, note) values (${event.eventId}, ${event.payload.note})
-                     on conflict do nothing returning event_id`;
-          },
-        }),
-      },
-    },
-    retry: DEFAULT_RETRY,
-    retention: DEFAULT_RETENTION,
-    tables,
-  };
-}
-
-function noted(eventId: string, note: string) {
-  return {
-    eventId,
-    eventType: 'kit.noted.v1',
-    eventVersion: 1,
-    occurredAt: '2026-07-03T09:15:30Z',
-    producer: 'kit-test',
-    aggregateType: 'note',
-    aggregateId: `n-${eventId}`,
-    payload: { note },
-  };
-}
-
-await inbox.sql`create schema kit_fixture`;
-await inbox.sql`create table kit_fixture.noted (event_id text primary key, note text not null)`;
+// A consumer of the test's own, not listed: its table made as its migration would.
+await inbox.sql.unsafe(SETUP_SQL);
 
 describe('the consumer test kit', () => {
   it('delivers envelopes through ingest, drains them through the worker, and reads rows and tables as the consumer', async () => {
@@ -98,21 +60,21 @@ describe('the consumer test kit', () => {
   });
 
   it("runs a consumer of the test's own, provisioned with its grants", async () => {
-    const own = fixture({ 'kit_fixture.noted': { insert: true, select: ['event_id'] } });
+    const own = notesConsumer(NOTES_GRANTED);
     await inbox.provision([own]);
     const kit = inbox.consumer(own);
 
-    await kit.deliver([noted('k1', 'first'), noted('k2', 'second')]);
+    await kit.deliver([noteWritten('k1', 'first'), noteWritten('k2', 'second')]);
     expect(await kit.work()).toMatchObject({ processed: 2 });
-    expect(await inbox.sql`select event_id, note from kit_fixture.noted order by event_id`).toEqual([
-      { event_id: 'k1', note: 'first' },
-      { event_id: 'k2', note: 'second' },
+    expect(await inbox.sql`select event_id, body from e2e_notes.note order by event_id`).toEqual([
+      { event_id: 'k1', body: 'first' },
+      { event_id: 'k2', body: 'second' },
     ]);
   });
 
   it('quarantines a row whose handler lacks a grant as DB_PERMISSION, naming the table, and counts it', async () => {
     // The declaration forgot the SELECT its RETURNING needs.
-    const own = fixture({ 'kit_fixture.noted': { insert: true } });
+    const own = notesConsumer(NOTES_UNGRANTED);
     await inbox.provision([own]);
     const kit = inbox.consumer(own);
     const metrics: { name: string; value: number }[] = [];
@@ -120,7 +82,7 @@ describe('the consumer test kit', () => {
       addMetric: (name: string, _unit: string, value: number) => void metrics.push({ name, value }),
     } as unknown as Metrics;
 
-    await kit.deliver([noted('k3', 'third')]);
+    await kit.deliver([noteWritten('k3', 'third')]);
     expect(await kit.work({ metrics: recorder })).toMatchObject({ claimed: 1, quarantined: 1, retried: 0 });
 
     expect(await kit.rows()).toMatchObject([
@@ -129,10 +91,10 @@ describe('the consumer test kit', () => {
         status: 'QUARANTINED',
         attempts: 1,
         errorCode: 'DB_PERMISSION',
-        errorDetail: { sqlState: '42501', deniedOn: 'table noted' },
+        errorDetail: { sqlState: '42501', deniedOn: 'table note' },
       },
     ]);
     expect(metrics.filter((m) => m.name === MetricNames.PermissionDenied)).toEqual([{ name: MetricNames.PermissionDenied, value: 1 }]);
-    expect(await inbox.sql`select count(*)::int as n from kit_fixture.noted`).toEqual([{ n: 0 }]);
+    expect(await inbox.sql`select count(*)::int as n from e2e_notes.note`).toEqual([{ n: 0 }]);
   });
 });

@@ -1,12 +1,13 @@
 /**
  * `npm start -- --consumer <name> --events <file>` as a user runs it: a consumer the
- * generator does not know (test/e2e/fixtures/own-consumer.ts, given with --declarations),
+ * generator does not know (test/fixtures/notes-consumer.ts, given with --declarations),
  * run on a file of its events under the usual faults, passes the checks that hold for any
  * consumer; the same consumer without a grant its handler needs fails, naming the check.
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { noteWritten } from '../fixtures/notes-consumer';
 import { embeddedEnv, embeddedLeftovers, openTmpDir, REPO_ROOT, run, START } from './support';
 
 const [NODE, ...SCRIPT] = START;
@@ -14,18 +15,7 @@ const FIXTURES = join(REPO_ROOT, 'test/e2e/fixtures');
 
 /** 80 notes over 16 aggregates, and a line that is no envelope. */
 function eventsFile(dir: string): string {
-  const lines = Array.from({ length: 80 }, (_, i) =>
-    JSON.stringify({
-      eventId: `note-${i}`,
-      eventType: 'e2e.note-written.v1',
-      eventVersion: 1,
-      occurredAt: '2026-07-03T09:15:30Z',
-      producer: 'e2e',
-      aggregateType: 'notebook',
-      aggregateId: `book-${i % 16}`,
-      payload: { body: `note ${i}` },
-    }),
-  );
+  const lines = Array.from({ length: 80 }, (_, i) => JSON.stringify(noteWritten(`note-${i}`, `note ${i}`, `book-${i % 16}`)));
   const file = join(dir, 'notes.jsonl');
   writeFileSync(file, [...lines.slice(0, 40), 'not an envelope', ...lines.slice(40), ''].join('\n'));
   return file;
