@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import type { Template } from 'aws-cdk-lib/assertions';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { RUNBOOK } from '../../cdk/constructs/alarms';
+import { RUNBOOK, RUNBOOK_FILES } from '../../cdk/constructs/alarms';
 import { connectionsAlarmThreshold, serverlessV2MaxConnections } from '../../cdk/connection-budget';
 import { CONSUMERS } from '../../functions/consumers/index';
 import { emitsEvents } from '../../functions/framework/types';
@@ -221,9 +221,14 @@ describe('failures page: queues, throttles, the database', () => {
       ([, a]) => a.Properties.AlarmActions !== undefined,
     );
     for (const [id, a] of notifyingAlarms) {
-      const section = Object.values(RUNBOOK).find((title) => String(a.Properties.AlarmDescription).includes(`"Runbook: ${title}"`));
-      expect(section, id).toBeDefined();
-      expect(README, section).toContain(`### Runbook: ${section}\n`);
+      const key = (Object.keys(RUNBOOK) as (keyof typeof RUNBOOK)[]).find((k) =>
+        String(a.Properties.AlarmDescription).includes(`"Runbook: ${RUNBOOK[k]}"`),
+      );
+      expect(key, id).toBeDefined();
+      const file = RUNBOOK_FILES[key!];
+      expect(file === undefined ? README : readFileSync(new URL(`../../${file}`, import.meta.url), 'utf8'), key).toContain(
+        `### Runbook: ${RUNBOOK[key!]}\n`,
+      );
     }
   });
 });

@@ -58,7 +58,7 @@ import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
 import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
-import { generateStream, type GeneratedStream } from './generator';
+import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
 import { loadDeclarations, ownStream, OwnEventsError, type ExtraDeclarations } from './own-events';
 import { writeReport } from './html-report';
 import { runTraces, startRunTracing, traceProducers, type RunTracing } from './traces';
@@ -215,6 +215,14 @@ function configFor(url: string, options: LocalOptions): Config {
   });
 }
 
+/** The listed consumers the generated stream does not feed, and how to run them. */
+function notGenerated(): string[] {
+  const others = CONSUMERS.filter((c) => !GENERATED_CONSUMERS.includes(c.name)).map((c) => c.name);
+  return others.length === 0
+    ? []
+    : [`Not in the generated stream: ${others.join(', ')} (run one on your own events: --consumer <name> --events <file>).`];
+}
+
 function describeStream(s: GeneratedStream, options: LocalOptions): string {
   const c = s.counts;
   if (s.own !== undefined) {
@@ -233,6 +241,7 @@ function describeStream(s: GeneratedStream, options: LocalOptions): string {
       ? `Steady load: ${options.rate.toLocaleString('en-US')} events/s for ${options.durationSeconds} s; schedule every ${options.tickMs.toLocaleString('en-US')} ms, batching window ${options.batchingWindowMs} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`
       : `Schedule every ${options.tickMs.toLocaleString('en-US')} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`,
     `Consumers: case-projection, case-sla ← regulatory.case.events.v1 (canonical, deferred); notification-service ← payment.completed (snake_case, inline).`,
+    ...notGenerated(),
   ].join('\n');
 }
 
@@ -380,10 +389,14 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
   }
 }
 
+/** The consumers the generated stream feeds. */
+const GENERATED_CONSUMERS = Object.values(TOPIC_CONSUMERS).flat();
+
 /** The consumers the run provisions (the listed ones and a --declarations module's) and those it runs (all listed, or --consumer's). */
 async function consumersOfRun(options: LocalOptions): Promise<{ extra: ExtraDeclarations; running: readonly ConsumerDeclaration[] }> {
   const extra = await loadDeclarations(options.declarations);
-  if (options.consumer === null) return { extra, running: CONSUMERS };
+  // The generated stream feeds the consumers its generator knows; others run on their own events.
+  if (options.consumer === null) return { extra, running: CONSUMERS.filter((c) => GENERATED_CONSUMERS.includes(c.name)) };
   const declared = [...CONSUMERS, ...extra.consumers];
   const own = declared.find((c) => c.name === options.consumer);
   if (own === undefined) {

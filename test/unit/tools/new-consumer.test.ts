@@ -48,7 +48,8 @@ async function snapshot(dir: string): Promise<Record<string, string>> {
   );
 }
 
-describe('npm run new-consumer', () => {
+// Each test starts Node.js processes: seconds on a busy machine.
+describe('npm run new-consumer', { timeout: 60_000 }, () => {
   it('writes the declaration, its list entry, the next migration and a test on the kit, and says what remains to decide', async () => {
     const dir = await copy();
     const before = await snapshot(dir);
@@ -57,9 +58,9 @@ describe('npm run new-consumer', () => {
         .flatMap((f) => /^migrations\/(\d{4})_/.exec(f)?.[1] ?? [])
         .map(Number),
     );
-    const migration = `migrations/${String(last + 1).padStart(4, '0')}_order_fulfilment.sql`;
+    const migration = `migrations/${String(last + 1).padStart(4, '0')}_scaffold_probe.sql`;
 
-    const result = await scaffold(dir, ['order-fulfilment', '--topic', 'orders.order-placed.v1']);
+    const result = await scaffold(dir, ['scaffold-probe', '--topic', 'orders.order-placed.v1']);
 
     expect(result).toMatchObject({ code: 0, stderr: '' });
     expect(result.stdout).toContain('To decide');
@@ -67,18 +68,16 @@ describe('npm run new-consumer', () => {
     const after = await snapshot(dir);
     const added = Object.keys(after).filter((f) => !(f in before));
     const changed = Object.keys(before).filter((f) => after[f] !== before[f]);
-    expect(added.sort()).toEqual(
-      ['functions/consumers/order-fulfilment.ts', migration, 'test/db/consumers/order-fulfilment.test.ts'].sort(),
-    );
+    expect(added.sort()).toEqual(['functions/consumers/scaffold-probe.ts', migration, 'test/db/consumers/scaffold-probe.test.ts'].sort());
     expect(changed).toEqual(['functions/consumers/index.ts']);
-    expect(after['functions/consumers/index.ts']).toContain("import { orderFulfilment } from './order-fulfilment';");
+    expect(after['functions/consumers/index.ts']).toContain("import { scaffoldProbe } from './scaffold-probe';");
     expect(after['functions/consumers/index.ts']).toMatch(
-      /export const CONSUMERS: readonly ConsumerDeclaration\[\] = \[[^\]]*, orderFulfilment\];/,
+      /export const CONSUMERS: readonly ConsumerDeclaration\[\] = \[[^\]]*, scaffoldProbe\];/,
     );
-    expect(after['functions/consumers/order-fulfilment.ts']).toContain('topics: [ORDER_FULFILMENT_TOPIC]');
-    expect(after['functions/consumers/order-fulfilment.ts']).toContain("'order_fulfilment.received_event': { insert: true }");
-    expect(after[migration]).toContain('create table order_fulfilment.received_event');
-    expect(after['test/db/consumers/order-fulfilment.test.ts']).toContain("from '../../../testing'");
+    expect(after['functions/consumers/scaffold-probe.ts']).toContain('topics: [SCAFFOLD_PROBE_TOPIC]');
+    expect(after['functions/consumers/scaffold-probe.ts']).toContain("'scaffold_probe.received_event': { insert: true }");
+    expect(after[migration]).toContain('create table scaffold_probe.received_event');
+    expect(after['test/db/consumers/scaffold-probe.test.ts']).toContain("from '../../../testing'");
   });
 
   it.each([
