@@ -49,6 +49,10 @@ async function snapshot(dir: string): Promise<Record<string, string>> {
 }
 
 // Each test starts Node.js processes: seconds on a busy machine.
+/** What the scaffold writes for the consumer "scaffold-probe" (paths in the copy, not in this repository). */
+const DECLARATION = ['functions', 'consumers', 'scaffold-probe.ts'].join('/');
+const TEST = ['test', 'db', 'consumers', 'scaffold-probe.test.ts'].join('/');
+
 describe('npm run new-consumer', { timeout: 60_000 }, () => {
   it('writes the declaration, its list entry, the next migration and a test on the kit, and says what remains to decide', async () => {
     const dir = await copy();
@@ -68,16 +72,16 @@ describe('npm run new-consumer', { timeout: 60_000 }, () => {
     const after = await snapshot(dir);
     const added = Object.keys(after).filter((f) => !(f in before));
     const changed = Object.keys(before).filter((f) => after[f] !== before[f]);
-    expect(added.sort()).toEqual(['functions/consumers/scaffold-probe.ts', migration, 'test/db/consumers/scaffold-probe.test.ts'].sort());
+    expect(added.sort()).toEqual([DECLARATION, migration, TEST].sort());
     expect(changed).toEqual(['functions/consumers/index.ts']);
     expect(after['functions/consumers/index.ts']).toContain("import { scaffoldProbe } from './scaffold-probe';");
     expect(after['functions/consumers/index.ts']).toMatch(
       /export const CONSUMERS: readonly ConsumerDeclaration\[\] = \[[^\]]*, scaffoldProbe\];/,
     );
-    expect(after['functions/consumers/scaffold-probe.ts']).toContain('topics: [SCAFFOLD_PROBE_TOPIC]');
-    expect(after['functions/consumers/scaffold-probe.ts']).toContain("'scaffold_probe.received_event': { insert: true }");
+    expect(after[DECLARATION]).toContain('topics: [SCAFFOLD_PROBE_TOPIC]');
+    expect(after[DECLARATION]).toContain("'scaffold_probe.received_event': { insert: true }");
     expect(after[migration]).toContain('create table scaffold_probe.received_event');
-    expect(after['test/db/consumers/scaffold-probe.test.ts']).toContain("from '../../../testing'");
+    expect(after[TEST]).toContain("from '../../../testing'");
   });
 
   it.each([
