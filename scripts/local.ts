@@ -10,7 +10,16 @@
  * the process at once; the embedded database is still stopped and removed on exit.
  */
 import { EmbeddedPostgresError } from '../tools/embedded-postgres';
-import { DatabaseNotEmptyError, ExitCode, HELP, OptionsError, parseLocalArgs, runLocal, signalExitCode } from '../tools/local';
+import {
+  DatabaseNotEmptyError,
+  ExitCode,
+  HELP,
+  OptionsError,
+  OwnEventsError,
+  parseLocalArgs,
+  runLocal,
+  signalExitCode,
+} from '../tools/local';
 
 function usage(message: string): never {
   console.error(message);
@@ -93,7 +102,7 @@ try {
     process.exitCode = result.interrupted && interruptedBy !== undefined ? signalExitCode(interruptedBy) : result.exitCode;
   }
 } catch (error) {
-  if (error instanceof DatabaseNotEmptyError) usage(`npm start: ${error.message}`);
+  if (error instanceof DatabaseNotEmptyError || error instanceof OwnEventsError) usage(`npm start: ${error.message}`);
   console.error(error instanceof EmbeddedPostgresError ? `npm start: ${error.message}` : error);
   process.exitCode = ExitCode.failed;
 }

@@ -43,6 +43,7 @@ export const RUNBOOK = {
   databaseCapacity: 'Database capacity',
   databaseConnections: 'Database connections',
   databaseMemory: 'Database memory',
+  permissionDenied: 'Permission denied',
 } as const;
 
 export function runbookReference(section: keyof typeof RUNBOOK): string {
@@ -157,6 +158,14 @@ export class InboxAlarms extends Construct {
       t.esmFailedRecords,
       'esmFailedRecords',
       `${c.name}: the event-source mapping gave up on records (on-failure bucket) or dropped them.`,
+    );
+    // Any row at all: a missing grant fails every row it touches until a deploy grants it.
+    this.add(
+      `${key}PermissionDenied`,
+      m.metric(c.name, MetricNames.PermissionDenied, 'Sum'),
+      0,
+      'permissionDenied',
+      `${c.name}: rows were QUARANTINED DB_PERMISSION: its database role lacks a grant its handlers use (the table is in each row's error_detail.deniedOn and the log line).`,
     );
     if (c.emits) this.outboxAlarm(c);
     if (c.schemaRegistry) this.schemaRegistryAlarms(c);

@@ -20,6 +20,7 @@ export function outcomeForFailure(policy: RetryPolicy, failed: FailedAttempt, er
   const c = classifyError(error);
   const errorDetail = {
     ...(c.sqlState ? { sqlState: c.sqlState } : {}),
+    ...(c.deniedOn ? { deniedOn: c.deniedOn } : {}),
     ...(error instanceof Error && 'detail' in error && typeof error.detail === 'object' && error.detail !== null
       ? (error.detail as Record<string, unknown>)
       : {}),

@@ -8,7 +8,7 @@ import type { ConsumerDeclaration } from '../framework/types';
 import type { PoisonInsert } from '../inbox/record-poison';
 import type { Outcome } from '../inbox/types';
 import type { Classification } from '../lib/errors';
-import { serverSafe } from '../lib/errors';
+import { ErrorCodes, serverSafe } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count } from '../lib/observability';
 import type { StoreStrategy } from './store-batch';
@@ -38,6 +38,8 @@ export interface IngestReport {
   ignored: number;
   retried: number;
   quarantined: number;
+  /** Of those quarantined, for a missing grant (DB_PERMISSION). */
+  permissionDenied: number;
   /** How the batch was stored; absent when it was reported back. */
   strategy: StoreStrategy | null;
   /**
@@ -68,6 +70,7 @@ export function emptyReport(received: number, registryUnavailable: number): Inge
     ignored: 0,
     retried: 0,
     quarantined: 0,
+    permissionDenied: 0,
     strategy: null,
     wakeUp: null,
     pausedInline: false,
@@ -81,7 +84,10 @@ export function countOutcomes(report: IngestReport, outcomes: readonly Outcome[]
     if (o.status === 'PROCESSED') report.processed++;
     else if (o.status === 'IGNORED') report.ignored++;
     else if (o.status === 'RETRY_PENDING') report.retried++;
-    else report.quarantined++;
+    else if (o.status === 'QUARANTINED') {
+      report.quarantined++;
+      if (o.errorCode === ErrorCodes.DB_PERMISSION) report.permissionDenied++;
+    }
   }
 }
 
@@ -97,6 +103,7 @@ export function publishCounts(metrics: Metrics, consumer: ConsumerDeclaration, r
     count(metrics, MetricNames.EventsIgnored, report.ignored);
     count(metrics, MetricNames.EventsRetried, report.retried);
     count(metrics, MetricNames.EventsQuarantined, report.quarantined);
+    count(metrics, MetricNames.PermissionDenied, report.permissionDenied);
   }
 }
 

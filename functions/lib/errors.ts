@@ -44,6 +44,12 @@ export const ErrorCodes = {
   DB_INTEGRITY_VIOLATION: 'DB_INTEGRITY_VIOLATION',
   /** A value beyond a PostgreSQL limit (SQLSTATE class 54): an index entry too long, say. */
   DB_LIMIT_EXCEEDED: 'DB_LIMIT_EXCEEDED',
+  /**
+   * SQLSTATE 42501: the consumer's role lacks a grant (a table, or a column, missing from its
+   * declaration's `tables`). Quarantined, not retried: no attempt can succeed until a deploy
+   * grants it; the row keeps everything and `ops replay --code DB_PERMISSION` runs it again.
+   */
+  DB_PERMISSION: 'DB_PERMISSION',
   DB_ERROR: 'DB_ERROR',
   UNEXPECTED_ERROR: 'UNEXPECTED_ERROR',
   /** Not an error: an operator resolved a QUARANTINED row without running it (ops resolve). */
@@ -115,6 +121,8 @@ export interface Classification {
   code: string;
   /** SQLSTATE when the error came from PostgreSQL. */
   sqlState?: string;
+  /** DB_PERMISSION: what the role may not use, as PostgreSQL names it (`table sla_obligation`). */
+  deniedOn?: string;
   /** A short message safe to store and log: never a payload or a query parameter. */
   message: string;
 }
@@ -148,6 +156,20 @@ export function isInfrastructureError(error: unknown): boolean {
   return TRANSIENT_SQLSTATES.has(state) || TRANSIENT_SQLSTATE_CLASSES.has(state.slice(0, 2));
 }
 
+/** insufficient_privilege: a statement on something the role was not granted. */
+const INSUFFICIENT_PRIVILEGE = '42501';
+
+/**
+ * What a 42501 was refused on, from PostgreSQL's message ("permission denied for table
+ * sla_obligation", "… for schema case_core", "… for sequence …"): an object's kind and name,
+ * never a value. Undefined when the message has another form.
+ */
+export function deniedObjectOf(error: unknown): string | undefined {
+  const message = error instanceof Error ? error.message : '';
+  const match = /^permission denied for (table|schema|sequence|function|view|relation) ([\w."$-]{1,200})$/.exec(message);
+  return match === null ? undefined : `${match[1]} ${match[2]}`;
+}
+
 function messageOf(error: unknown): string {
   const raw = error instanceof Error ? error.message : String(error);
   // Bound what is stored and logged. Not a redaction: PostgreSQL quotes the value it could
@@ -170,6 +192,10 @@ export function classifyError(error: unknown): Classification {
     const cls = sqlState.slice(0, 2);
     if (TRANSIENT_SQLSTATES.has(sqlState) || TRANSIENT_SQLSTATE_CLASSES.has(cls)) {
       return { retryable: true, code: ErrorCodes.DB_TRANSIENT, sqlState, message: messageOf(error) };
+    }
+    if (sqlState === INSUFFICIENT_PRIVILEGE) {
+      const deniedOn = deniedObjectOf(error);
+      return { retryable: false, code: ErrorCodes.DB_PERMISSION, sqlState, message: messageOf(error), ...(deniedOn ? { deniedOn } : {}) };
     }
     const nonRetryable = NON_RETRYABLE_SQLSTATE_CLASSES[cls];
     if (nonRetryable !== undefined) {

@@ -20,6 +20,8 @@ export const MetricNames = {
   EventsQuarantined: 'EventsQuarantined',
   EventsIgnored: 'EventsIgnored',
   ProcessingLatency: 'ProcessingLatency',
+  /** Rows quarantined DB_PERMISSION: the consumer's role lacks a grant its handler needs. */
+  PermissionDenied: 'PermissionDenied',
   // wake-ups (docs/worker.md, "Wake-ups"): invocations of a consumer's worker sent by its
   // ingest, and by its workers fanning out or handing over at the end of their budget
   WakeUpsSent: 'WakeUpsSent',
@@ -67,6 +69,7 @@ export const PUBLISHED_WHEN_NOT_ZERO: ReadonlySet<MetricName> = new Set<MetricNa
   MetricNames.SchemaRegistryUnavailable,
   MetricNames.EventsRetried,
   MetricNames.EventsQuarantined,
+  MetricNames.PermissionDenied,
   MetricNames.EventsIgnored,
   MetricNames.WakeUpFailures,
   MetricNames.HeldDepth,

@@ -13,6 +13,7 @@ import type { Span } from '@opentelemetry/api';
 import type { RowSpans } from '../framework/row-spans';
 import type { Outcome } from '../inbox/types';
 import { logKeysOf } from '../lib/tracing';
+import { ErrorCodes } from '../lib/errors';
 import { MetricNames } from '../lib/metric-names';
 import { count, MetricUnit } from '../lib/observability';
 import type { BatchReport, RowResult, WorkerResult } from './batch-types';
@@ -57,6 +58,10 @@ function logRow(logger: Logger, consumerName: string, r: RowResult, spans: RowSp
     durationMs: Math.round(r.durationMs),
     outcome: outcome.status,
     ...(outcome.status === 'RETRY_PENDING' || outcome.status === 'QUARANTINED' ? { errorCode: outcome.errorCode } : {}),
+    // DB_PERMISSION: what the role was refused on (a table's name, never a value).
+    ...(outcome.status === 'QUARANTINED' && typeof outcome.errorDetail?.deniedOn === 'string'
+      ? { deniedOn: outcome.errorDetail.deniedOn }
+      : {}),
   };
   if (outcome.status === 'QUARANTINED') logger.error('consumer_inbox_processed', line);
   else if (outcome.status === 'RETRY_PENDING') logger.warn('consumer_inbox_processed', line);
@@ -76,6 +81,7 @@ export function recordReports(
   const { result, lost } = out;
   const batch = { ...noOutcomes(), released: 0, lost: 0 };
   let slowPath = false;
+  let permissionDenied = 0;
   for (const report of reports) {
     result.released += report.released.length;
     result.lost += report.lost.length;
@@ -87,6 +93,7 @@ export function recordReports(
       logRow(tell.logger, tell.consumerName, r, tell.rowSpans);
       result[COUNTER[r.outcome.status]] += 1;
       batch[COUNTER[r.outcome.status]] += 1;
+      if (r.outcome.status === 'QUARANTINED' && r.outcome.errorCode === ErrorCodes.DB_PERMISSION) permissionDenied += 1;
       if (r.outcome.status === 'PROCESSED' || r.outcome.status === 'IGNORED') {
         // Received → processed, on one clock: the database's age at claim plus our time since.
         tell.metrics.addMetric(
@@ -100,6 +107,8 @@ export function recordReports(
       tell.logger.warn('worker_leases_lost', { consumerName: tell.consumerName, rows: report.lost.length });
     }
   }
+  // Published only when not zero: the alarm on a consumer's missing grant (cdk/constructs/alarms.ts).
+  count(tell.metrics, MetricNames.PermissionDenied, permissionDenied);
   tell.logger.info('worker_batch', {
     ...logKeysOf(tell.batchSpan),
     consumerName: tell.consumerName,

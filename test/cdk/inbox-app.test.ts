@@ -615,7 +615,7 @@ describe('observability', () => {
     ].filter((a) => a.Properties!.AlarmActions !== undefined);
     const functionCount = CONSUMERS.length * 2 + 3; // ingest + worker per consumer, reaper, ops, outbox relay
     const emitting = CONSUMERS.filter((c) => c.emits !== undefined).length;
-    // per consumer 7 (+ outbox), errors and throttles per function, a heartbeat per scheduled
+    // per consumer 8 (+ outbox), errors and throttles per function, a heartbeat per scheduled
     // function (workers, reaper, relay), two queues, three on the database
     const scheduled = CONSUMERS.length + 2;
     expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount * 2 + scheduled + 2 + 3);
@@ -633,6 +633,7 @@ describe('observability', () => {
     expect(bySection.get(RUNBOOK.oldestDueAge)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.offsetLag)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.esmFailedRecords)).toBe(CONSUMERS.length);
+    expect(bySection.get(RUNBOOK.permissionDenied)).toBe(CONSUMERS.length);
     expect(bySection.get(RUNBOOK.processingLatency)).toBe(CONSUMERS.length * 2);
     expect(bySection.get(RUNBOOK.functionErrors)).toBe(functionCount);
     expect(bySection.get(RUNBOOK.functionThrottles)).toBe(functionCount);

@@ -5,6 +5,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parseStageConfig, reservedConcurrencyOf, StageConfigError } from '../../cdk/config';
 import { CONSUMERS } from '../../functions/consumers/index';
+import { SHIPPED_CONSUMERS } from './many-consumers';
 import { runtimeRoles } from '../../functions/lib/database-roles';
 import {
   actionsOf,
@@ -24,9 +25,9 @@ import {
 
 const TOPIC_ARN = 'arn:aws:sns:eu-west-1:123456789012:ops-alarms';
 
-function configError(raw: unknown): StageConfigError {
+function configError(raw: unknown, declared = CONSUMERS): StageConfigError {
   try {
-    parseStageConfig('test', raw, CONSUMERS);
+    parseStageConfig('test', raw, declared);
   } catch (error) {
     if (error instanceof StageConfigError) return error;
     throw error;
@@ -415,24 +416,24 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
 
   it('reserves no concurrency by default, and checks a reservation against the declared account quota', () => {
     const reserving = { ...EXISTING_CLUSTER, consumerDefaults: { workerMaxConcurrency: 4, workerReservedConcurrency: true } };
-    expect(parseStageConfig('test', EXISTING_CLUSTER, CONSUMERS).consumers.map(reservedConcurrencyOf)).toEqual([
+    expect(parseStageConfig('test', EXISTING_CLUSTER, SHIPPED_CONSUMERS).consumers.map(reservedConcurrencyOf)).toEqual([
       undefined,
       undefined,
       undefined,
     ]);
-    expect(configError(reserving).message).toContain(
+    expect(configError(reserving, SHIPPED_CONSUMERS).message).toContain(
       'stages.test.quotas.lambdaConcurrentExecutions: required when workers reserve concurrency (case-projection 5, case-sla 5, notification-service 5)',
     );
-    expect(configError({ ...reserving, quotas: { lambdaConcurrentExecutions: 50 } }).message).toContain(
+    expect(configError({ ...reserving, quotas: { lambdaConcurrentExecutions: 50 } }, SHIPPED_CONSUMERS).message).toContain(
       'stages.test.quotas.lambdaConcurrentExecutions: the workers reserve 15 (case-projection 5, case-sla 5, notification-service 5) and Lambda keeps 100 unreserved: the account needs a quota of at least 115, it has 50. Set workerReservedConcurrency to false (or lower it) for some consumers',
     );
     // Just enough; and a consumer that opts out leaves room.
-    expect(() => parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 115 } }, CONSUMERS)).not.toThrow();
+    expect(() => parseStageConfig('test', { ...reserving, quotas: { lambdaConcurrentExecutions: 115 } }, SHIPPED_CONSUMERS)).not.toThrow();
     expect(() =>
       parseStageConfig(
         'test',
         { ...reserving, quotas: { lambdaConcurrentExecutions: 110 }, consumers: { 'case-sla': { workerReservedConcurrency: false } } },
-        CONSUMERS,
+        SHIPPED_CONSUMERS,
       ),
     ).not.toThrow();
 
@@ -450,11 +451,14 @@ describe("a team's own account: network, routes to the brokers, quotas, poller g
 
   it("keeps a poller group within Lambda's limits", () => {
     const topics = Array.from({ length: 11 }, (_, i) => `regulatory.case.events.v${i + 1}`);
-    const message = configError({
-      ...EXISTING_CLUSTER,
-      consumerDefaults: { pollerGroupName: 'shared', maxPollers: 200 },
-      consumers: { 'case-sla': { topics } },
-    }).message;
+    const message = configError(
+      {
+        ...EXISTING_CLUSTER,
+        consumerDefaults: { pollerGroupName: 'shared', maxPollers: 200 },
+        consumers: { 'case-sla': { topics } },
+      },
+      SHIPPED_CONSUMERS,
+    ).message;
     expect(message).toContain('stages.test: poller group "shared" adds up to 2600 maxPollers; Lambda allows 2000 per group');
     expect(configError({ ...EXISTING_CLUSTER, consumerDefaults: { pollerGroupName: 'a b' } }).message).toContain(
       'stages.test.consumerDefaults.pollerGroupName: must be 1-128 characters of [A-Za-z0-9_-]',

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ConfigError, DEFAULTS, parseConfig, requireConsumerName } from '../../functions/lib/config';
-import { getConsumer } from '../../functions/consumers';
+import { CONSUMERS, getConsumer } from '../../functions/consumers';
 import { IAM } from './iam-env';
 
 const LOCAL = { DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test' };
@@ -148,9 +148,8 @@ describe('consumer selection', () => {
 
   it('names an unknown consumer and lists the known ones', () => {
     const error = errorOf(() => getConsumer('case-projector'));
-    expect(error.message).toMatch(
-      /CONSUMER_NAME: unknown consumer "case-projector" \(known: case-projection, case-sla, notification-service\)/,
-    );
+    expect(error.message).toContain(`CONSUMER_NAME: unknown consumer "case-projector" (known: ${CONSUMERS.map((c) => c.name).join(', ')})`);
+    expect(error.message).toContain('case-projection, case-sla');
   });
 });
 

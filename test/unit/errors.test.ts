@@ -39,6 +39,17 @@ describe('classifyError', () => {
     expect(classifyError(pgError(code))).toMatchObject({ retryable: false, code: expected, sqlState: code });
   });
 
+  it('quarantines a missing grant (42501) as DB_PERMISSION, naming what was refused', () => {
+    expect(classifyError(pgError('42501', 'permission denied for table sla_obligation'))).toMatchObject({
+      retryable: false,
+      code: ErrorCodes.DB_PERMISSION,
+      sqlState: '42501',
+      deniedOn: 'table sla_obligation',
+    });
+    expect(classifyError(pgError('42501', 'permission denied for schema case_core')).deniedOn).toBe('schema case_core');
+    expect(classifyError(pgError('42501', 'must be owner of table x'))).not.toHaveProperty('deniedOn');
+  });
+
   it('decides by SQLSTATE, never by message text', () => {
     expect(classifyError(pgError('22012', 'deadlock detected (not really)')).retryable).toBe(false);
     expect(classifyError(pgError('40P01', 'invalid input syntax (not really)')).retryable).toBe(true);

@@ -89,6 +89,21 @@ const CHECKS: readonly ((input: CheckInput) => CheckResult | Promise<CheckResult
   ingestMetricsMatch,
 ];
 
+/**
+ * A run on a consumer's own events (own-events.ts): what each event must become is unknown,
+ * so these check what holds for any consumer.
+ */
+const OWN_CHECKS: readonly ((input: CheckInput) => CheckResult | Promise<CheckResult>)[] = [
+  settledInTime,
+  offsetsCommitted,
+  recordsStoredOnceOrPoison,
+  nothingUnfinished,
+  effectsOncePerProcessedRow,
+  grantsSuffice,
+  crashesRecovered,
+  ingestMetricsMatch,
+];
+
 export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFacts): Promise<CheckResult[]> {
   const consumers = facts.consumers;
   const inbox = await sql<InboxFact[]>`
@@ -104,8 +119,68 @@ export async function runChecks(sql: Sql, stream: GeneratedStream, facts: RunFac
     group by consumer_name, topic_name, partition_no, offset_no`;
   const input: CheckInput = { sql, stream, facts, consumers, inbox, byConsumer, poisonRows };
   const results: CheckResult[] = [];
-  for (const run of CHECKS) results.push(await run(input));
+  for (const run of stream.own === undefined ? CHECKS : OWN_CHECKS) results.push(await run(input));
   return results;
+}
+
+/** Own events: each record of the file is an inbox row (one per event id) or a poison row at its offset; nothing else is stored. */
+function recordsStoredOnceOrPoison({ stream, byConsumer, poisonRows }: CheckInput): CheckResult {
+  const { consumer, records } = stream.own!;
+  const rows = byConsumer.get(consumer)!;
+  const poison = new Map(
+    poisonRows.filter((r) => r.consumer_name === consumer).map((r) => [`${r.topic_name}-${r.partition_no}@${r.offset_no}`, r.n]),
+  );
+  const problems: string[] = [];
+  const produced = new Set<string>();
+  let poisoned = 0;
+  for (const r of records) {
+    const at = `${r.topic}-${r.partition}@${r.offset}`;
+    const n = poison.get(at) ?? 0;
+    poisoned += n;
+    if (r.eventId !== null) produced.add(r.eventId);
+    if (n > 1) problems.push(`${at}: ${n} poison rows`);
+    else if (n === 0 && (r.eventId === null || !rows.has(r.eventId))) {
+      problems.push(`${at}${r.eventId === null ? '' : ` (${r.eventId})`}: neither an inbox row nor poison`);
+    }
+    poison.delete(at);
+  }
+  for (const at of poison.keys()) problems.push(`${at}: a poison row for no record of the file`);
+  for (const eventId of rows.keys())
+    if (!produced.has(eventId)) problems.push(`${consumer}/${eventId}: an inbox row for no record of the file`);
+  return check(
+    'every record stored once as an inbox row, or captured as poison',
+    problems,
+    `${records.length} records: ${rows.size} inbox rows, ${poisoned} poison rows`,
+  );
+}
+
+/** Own events: the wrapped handlers' ledger holds one application per PROCESSED row and none for any other. */
+async function effectsOncePerProcessedRow({ sql, consumers, inbox }: CheckInput): Promise<CheckResult> {
+  const effects = await sql<{ consumer_name: string; event_id: string; n: number }[]>`
+    select consumer_name, event_id, count(*)::int as n from local_run.applied_effect group by consumer_name, event_id`;
+  const count = new Map(effects.map((e) => [`${e.consumer_name}/${e.event_id}`, e.n]));
+  const problems: string[] = [];
+  let applied = 0;
+  for (const row of inbox.filter((r) => consumers.includes(r.consumer_name))) {
+    const key = `${row.consumer_name}/${row.event_id}`;
+    const n = count.get(key) ?? 0;
+    count.delete(key);
+    applied += n;
+    const want = row.status === 'PROCESSED' ? 1 : 0;
+    if (n !== want) problems.push(`${key}: ${row.status}, effects applied ${n}×, expected ${want}×`);
+  }
+  for (const key of count.keys()) problems.push(`${key}: effects applied for no inbox row`);
+  return check('side effects committed exactly once per processed row', problems, `${applied} applications, none repeated`);
+}
+
+/** Own events: no row quarantined for a grant the consumer's role lacks (SQLSTATE 42501). */
+function grantsSuffice({ inbox }: CheckInput): CheckResult {
+  const denied = inbox.filter((r) => r.error_code === 'DB_PERMISSION');
+  return check(
+    "the consumer's grants suffice (no row DB_PERMISSION)",
+    denied.map((r) => `${r.consumer_name}/${r.event_id}: DB_PERMISSION (a table or column missing from the declaration's tables)`),
+    'no statement refused for a missing grant',
+  );
 }
 
 function settledInTime({ facts }: CheckInput): CheckResult {

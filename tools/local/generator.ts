@@ -26,6 +26,7 @@ import { CASE_ACCEPTED, CASE_EVENTS_TOPIC, CASE_STATUS_CHANGED } from '../../fun
 import { PAYMENT_COMPLETED } from '../../functions/consumers/notification-service';
 import { ErrorCodes } from '../../functions/lib/errors';
 import type { LocalOptions } from './options';
+import type { OwnEvents } from './own-events';
 import { createRandom, hash32, type Random } from './random';
 
 export const CASE_PROJECTION = 'case-projection';
@@ -122,6 +123,8 @@ export interface GeneratedStream {
     outOfOrderCases: number;
     faults: number;
   };
+  /** A run on a file of one consumer's own events (own-events.ts): what is unknown here is checked generically. */
+  own?: OwnEvents;
 }
 
 /** Statuses a case moves through after acceptance (version 2 onwards). */

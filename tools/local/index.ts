@@ -2,3 +2,4 @@
 export { runLocal, DatabaseNotEmptyError, type LocalRunResult, type RunLocalIO } from './run';
 export { DEFAULT_OPTIONS, HELP, OptionsError, parseLocalArgs, type LocalOptions } from './options';
 export { ExitCode, signalExitCode } from './exit-codes';
+export { OwnEventsError } from './own-events';

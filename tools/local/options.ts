@@ -66,6 +66,11 @@ export interface LocalOptions {
   reportFile: string;
   /** How the case topic's events are encoded: JSON, or Avro / Protobuf in the Confluent wire format against a local registry. */
   valueFormat: 'json' | 'avro' | 'protobuf';
+  /** Own events (own-events.ts): run this consumer alone, on the values of `eventsFile`, instead of the generated stream. */
+  consumer: string | null;
+  eventsFile: string | null;
+  /** A module of further declarations (own-events.ts) to run beside the listed ones. */
+  declarations: string | null;
 }
 
 export const DEFAULT_OPTIONS: LocalOptions = {
@@ -96,6 +101,9 @@ export const DEFAULT_OPTIONS: LocalOptions = {
   logFile: '.local/local-run.log',
   reportFile: '.local/report.html',
   valueFormat: 'json',
+  consumer: null,
+  eventsFile: null,
+  declarations: null,
 };
 
 /** What `--rate` changes unless the flag is given too: the production cadence. */
@@ -147,6 +155,14 @@ Faults
   --redelivery-rate <r>     deliveries redelivered by the mapping      (default ${DEFAULT_OPTIONS.redeliveryRate})
   --infra-failure-rate <r>  ingest calls with the database unreachable (default ${DEFAULT_OPTIONS.infraFailureRate})
   --crashes <n>             workers that claim a batch and die         (default ${DEFAULT_OPTIONS.crashes})
+
+Your own events (one consumer, the faults above, the checks that hold for any consumer)
+  --consumer <name>         run this consumer alone…
+  --events <file>           …on the values of this file, one a line (JSON envelopes in its
+                            dialect, or its own format); duplicates, redeliveries, outages,
+                            transient failures and crashes as set; no pause drill
+  --declarations <module>   a module exporting CONSUMERS (and SETUP_SQL, its tables), for a
+                            consumer not yet in functions/consumers/index.ts
 
 Operator
   --pause-ms <n>            pause case-sla (ops pause) this long mid-run, then resume it;
@@ -232,6 +248,8 @@ export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
       allowPositionals: false,
       options: {
         ...Object.fromEntries(Object.keys(FLAGS).map((flag) => [flag, { type: 'string' as const }])),
+        consumer: { type: 'string' },
+        declarations: { type: 'string' },
         keep: { type: 'boolean' },
         'no-wake-ups': { type: 'boolean' },
         help: { type: 'boolean', short: 'h' },
@@ -242,7 +260,21 @@ export function parseLocalArgs(argv: readonly string[]): ParsedArgs {
   }
   if (parsed.values.help === true) return { help: true };
   const options: Record<string, unknown> = { ...DEFAULT_OPTIONS };
+  const consumer = parsed.values.consumer as string | undefined;
+  if (consumer !== undefined) {
+    // Own events: --events names the file, the generated stream's flags do not apply.
+    const file = parsed.values.events as string | undefined;
+    if (file === undefined || file === '') throw new OptionsError('--consumer needs --events <file>: the values to run it on (see --help)');
+    for (const flag of ['rate', 'duration', 'invalid-rate', 'poison-rate', 'out-of-order-rate', 'value-format'] as const) {
+      if (parsed.values[flag] !== undefined) throw new OptionsError(`--${flag} does not apply to --consumer's own events (see --help)`);
+    }
+    options.consumer = consumer;
+    options.eventsFile = file;
+    options.pauseMs = 0;
+  }
+  if (parsed.values.declarations !== undefined) options.declarations = parsed.values.declarations;
   for (const [flag, { key, schema }] of Object.entries(FLAGS)) {
+    if (flag === 'events' && consumer !== undefined) continue;
     const raw = parsed.values[flag];
     if (raw === undefined) continue;
     const result = (schema as z.ZodType).safeParse(raw);

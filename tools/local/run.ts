@@ -47,13 +47,21 @@ import { migrate } from '../../functions/lib/migrate';
 import { loadMigrations, MIGRATIONS_DIR } from '../../functions/lib/migration-files';
 import { MetricNames } from '../../functions/lib/metric-names';
 import { runOnce } from '../../functions/reaper/reaper';
-import { DatabaseRoles, ingestRoleOf, relayRoleOf, workerRoleOf, type DatabaseRole } from '../../functions/lib/database-roles';
+import {
+  DatabaseRoles,
+  ingestRoleOf,
+  relayRoleOf,
+  runtimeRoles,
+  workerRoleOf,
+  type DatabaseRole,
+} from '../../functions/lib/database-roles';
 import { prepareRoleLogins, roleUrl } from '../database-roles';
 import { freePort, startEmbeddedPostgres } from '../embedded-postgres';
 import { runChecks, type CheckResult } from './checks';
 import { ExitCode } from './exit-codes';
 import { prepareLedger, withFaults } from './faults';
 import { generateStream, TOPIC_CONSUMERS, type GeneratedStream } from './generator';
+import { loadDeclarations, ownStream, OwnEventsError, type ExtraDeclarations } from './own-events';
 import { writeReport } from './html-report';
 import { runTraces, startRunTracing, traceProducers, type RunTracing } from './traces';
 import { describeValueFormat, useValueFormat, type LocalRegistry } from './value-format';
@@ -210,8 +218,24 @@ function configFor(url: string, options: LocalOptions): Config {
   });
 }
 
+/** The listed consumers the generated stream does not feed, and how to run them. */
+function notGenerated(): string[] {
+  const others = CONSUMERS.filter((c) => !GENERATED_CONSUMERS.includes(c.name)).map((c) => c.name);
+  return others.length === 0
+    ? []
+    : [`Not in the generated stream: ${others.join(', ')} (run one on your own events: --consumer <name> --events <file>).`];
+}
+
 function describeStream(s: GeneratedStream, options: LocalOptions): string {
   const c = s.counts;
+  if (s.own !== undefined) {
+    return [
+      `Your events: ${plural(c.events, 'value')} of ${options.eventsFile} for ${s.own.consumer} on ${[...s.topics.keys()].join(', ')},`,
+      `  plus ${c.duplicates} duplicates; ${c.faults} injected transient handler faults; ${options.partitions} partitions.`,
+      `Schedule every ${options.tickMs.toLocaleString('en-US')} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`,
+      'Checks: what holds for any consumer (its events are yours: what each must become is not known here).',
+    ].join('\n');
+  }
   return [
     `Stream (seed ${s.seed}): ${c.events.toLocaleString('en-US')} events — ${c.caseEvents} case events in ${s.cases.length} cases, ${c.payments} payments —`,
     `  plus ${c.duplicates} duplicates, ${c.poison} poison records, ${c.invalid} contract violations; ${c.outOfOrderCases} cases out of version order;`,
@@ -220,6 +244,7 @@ function describeStream(s: GeneratedStream, options: LocalOptions): string {
       ? `Steady load: ${options.rate.toLocaleString('en-US')} events/s for ${options.durationSeconds} s; schedule every ${options.tickMs.toLocaleString('en-US')} ms, batching window ${options.batchingWindowMs} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`
       : `Schedule every ${options.tickMs.toLocaleString('en-US')} ms; wake-ups ${options.wakeUps ? 'on' : 'OFF (the schedule alone starts workers)'}.`,
     `Consumers: case-projection, case-sla ← regulatory.case.events.v1 (canonical, deferred); notification-service ← payment.completed (snake_case, inline).`,
+    ...notGenerated(),
   ].join('\n');
 }
 
@@ -302,9 +327,10 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
   let tracing: RunTracing | undefined;
 
   try {
-    const db = await startDatabase(options, io, out, life, checkpoint);
+    const { extra, running } = await consumersOfRun(options);
+    const db = await startDatabase(options, io, out, life, checkpoint, extra);
     checkpoint();
-    const sim = await prepareSimulation(options, out, life, db);
+    const sim = await prepareSimulation(options, out, life, db, running);
     tracing = await traceRun(sim);
     const mappings = await createMappings(sim);
     const crashes = await startCrashes(sim, mappings);
@@ -366,6 +392,22 @@ export async function runLocal(options: LocalOptions, io: RunLocalIO = {}): Prom
   }
 }
 
+/** The consumers the generated stream feeds. */
+const GENERATED_CONSUMERS = Object.values(TOPIC_CONSUMERS).flat();
+
+/** The consumers the run provisions (the listed ones and a --declarations module's) and those it runs (all listed, or --consumer's). */
+async function consumersOfRun(options: LocalOptions): Promise<{ extra: ExtraDeclarations; running: readonly ConsumerDeclaration[] }> {
+  const extra = await loadDeclarations(options.declarations);
+  // The generated stream feeds the consumers its generator knows; others run on their own events.
+  if (options.consumer === null) return { extra, running: CONSUMERS.filter((c) => GENERATED_CONSUMERS.includes(c.name)) };
+  const declared = [...CONSUMERS, ...extra.consumers];
+  const own = declared.find((c) => c.name === options.consumer);
+  if (own === undefined) {
+    throw new OwnEventsError(`--consumer ${options.consumer}: no such consumer (known: ${declared.map((c) => c.name).join(', ')})`);
+  }
+  return { extra, running: [own] };
+}
+
 const sumOf = (counts: Map<string, number>) => [...counts.values()].reduce((a, b) => a + b, 0);
 
 /** The database: an embedded PostgreSQL unless one is given, migrated, each function role able to log in. */
@@ -375,6 +417,7 @@ async function startDatabase(
   out: Output,
   life: Lifecycle,
   checkpoint: () => void,
+  extra: ExtraDeclarations,
 ): Promise<Database> {
   let url = io.databaseUrl;
   if (url === undefined) {
@@ -396,10 +439,13 @@ async function startDatabase(
   // connects as its own role, as in AWS, so a grant it lacks fails the run.
   const admin = await client(2);
   const migrated = await migrate(admin, await loadMigrations(MIGRATIONS_DIR));
-  await provisionConsumerRoles(admin, CONSUMERS);
+  // A --declarations module's tables, as its consumers' migration would create them.
+  if (extra.setupSql !== undefined) await admin.unsafe(extra.setupSql);
+  const declared = [...CONSUMERS, ...extra.consumers];
+  await provisionConsumerRoles(admin, declared);
   out.write(`Migrations: ${migrated.applied.length} applied, ${migrated.alreadyApplied} already applied.\n`);
   await assertEmpty(admin);
-  await prepareRoleLogins(admin, url);
+  await prepareRoleLogins(admin, url, runtimeRoles(declared));
   await prepareLedger(admin);
   const adminUrl = url;
   const as = (role: DatabaseRole, poolMax: number) => client(poolMax, { url: roleUrl(adminUrl, role) });
@@ -407,8 +453,14 @@ async function startDatabase(
 }
 
 /** The stream, its value format, the function logs, and the simulated services every part shares. */
-async function prepareSimulation(options: LocalOptions, out: Output, life: Lifecycle, db: Database): Promise<Simulation> {
-  const stream = generateStream(options);
+async function prepareSimulation(
+  options: LocalOptions,
+  out: Output,
+  life: Lifecycle,
+  db: Database,
+  declared: readonly ConsumerDeclaration[],
+): Promise<Simulation> {
+  const stream = options.eventsFile === null ? generateStream(options) : await ownStream(options, declared[0]!, options.eventsFile);
   out.write(`${describeStream(stream, options)}\n`);
   const registry = options.valueFormat === 'json' ? undefined : await useValueFormat(stream, options.valueFormat);
   if (registry !== undefined) {
@@ -423,7 +475,7 @@ async function prepareSimulation(options: LocalOptions, out: Output, life: Lifec
 
   const faults: FaultEvent[] = [];
   const consumers = new Map<string, ConsumerDeclaration>(
-    CONSUMERS.map((c) => [c.name, withFaults(c, stream.faults.get(c.name) ?? new Map())]),
+    declared.map((c) => [c.name, withFaults(c, stream.faults.get(c.name) ?? new Map())]),
   );
   // The loops' waits end at once when the run stops: a schedule of 60 s must not hold up the end.
   const stopped = new AbortController();
@@ -483,8 +535,12 @@ async function prepareSimulation(options: LocalOptions, out: Output, life: Lifec
 async function createMappings(sim: Simulation): Promise<Mappings> {
   const unreachableUrl = `postgres://postgres@127.0.0.1:${await freePort()}/unreachable`;
   const mappings: Mappings = [];
-  for (const [topic, names] of Object.entries(TOPIC_CONSUMERS)) {
-    for (const name of names) mappings.push({ consumer: name, mapping: await ingestMapping(sim, topic, name, unreachableUrl) });
+  // A mapping per consumer and topic of the stream: one topic read by two consumers feeds both.
+  for (const topic of sim.stream.topics.keys()) {
+    for (const [name, consumer] of sim.consumers) {
+      if (consumer.topics.includes(topic))
+        mappings.push({ consumer: name, mapping: await ingestMapping(sim, topic, name, unreachableUrl) });
+    }
   }
   return mappings;
 }
@@ -937,7 +993,8 @@ async function allChecks(
     ingestPoisoned: new Map(consumerNames.map((c) => [c, total(c, MetricNames.RecordsPoisoned)])),
     timedOut: run.timedOut,
   });
-  checks.push(...(await relayChecks(sim.db.admin, run.topics, run.relay.stats)));
+  // The relay's checks follow case-sla's obligations: the generated stream's.
+  if (sim.stream.own === undefined) checks.push(...(await relayChecks(sim.db.admin, run.topics, run.relay.stats)));
   if (run.drill !== undefined) checks.push(await run.drill.check());
   return checks;
 }
@@ -1053,7 +1110,7 @@ function headlineOf(
   return run.interrupted
     ? `Interrupted after ${seconds}: the summary above is what ran so far; the checks need a finished run.`
     : failed.length === 0
-      ? `All ${checks.length} checks passed in ${seconds} (case events: ${describeValueFormat(options.valueFormat)}).`
+      ? `All ${checks.length} checks passed in ${seconds}${options.consumer === null ? ` (case events: ${describeValueFormat(options.valueFormat)})` : ''}.`
       : `${failed.length} of ${checks.length} checks FAILED: ${failed.map((c) => c.name).join('; ')}.`;
 }
 

@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { CONSUMERS } from '../../../functions/consumers/index';
 import { useTestDatabase } from '../../helpers/db';
 import { insertInboxRows, insertPoisonRow } from '../../helpers/factories';
 import { isoMinutesAgo, opsDeps, opsError, run } from './support';
@@ -29,8 +30,10 @@ describe('stats', () => {
 
     const { consumers } = await run(deps, { command: 'stats' });
 
-    expect(consumers.map((c: { consumer: string }) => c.consumer)).toEqual(['case-projection', 'case-sla', 'notification-service']);
-    const [projection, sla, notifications] = consumers;
+    // Every declared consumer, in name order; the shipped ones are this test's fixtures.
+    expect(consumers.map((c: { consumer: string }) => c.consumer)).toEqual(CONSUMERS.map((c) => c.name).sort());
+    const named = (name: string) => consumers.find((c: { consumer: string }) => c.consumer === name);
+    const [projection, sla, notifications] = ['case-projection', 'case-sla', 'notification-service'].map(named);
     expect(projection).toMatchObject({
       declared: true,
       statuses: { RECEIVED: 2, PROCESSING: 0, PROCESSED: 1, RETRY_PENDING: 2, QUARANTINED: 2, IGNORED: 0 },

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { CONSUMERS } from '../../../functions/consumers/index';
 import { readGauges } from '../../../functions/inbox/gauges';
 import { MetricNames } from '../../../functions/lib/metric-names';
 import { useTestDatabase } from '../../helpers/db';
@@ -73,7 +74,7 @@ describe('reaper: gauges', () => {
     expect(projection.gauges!.oldest_due_age_seconds).toBeGreaterThanOrEqual(600);
     // One flush per consumer, each carrying only its own dimension.
     expect(new Set(metrics.published.map((m) => JSON.stringify(m.dimensions)))).toEqual(
-      new Set(['case-projection', 'case-sla', 'notification-service'].map((c) => JSON.stringify({ ConsumerName: c }))),
+      new Set(CONSUMERS.map((c) => JSON.stringify({ ConsumerName: c.name }))),
     );
   });
 

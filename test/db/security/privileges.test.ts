@@ -7,7 +7,10 @@
 import { describe, expect, it } from 'vitest';
 import type { DatabaseRole } from '../../../functions/lib/database-roles';
 import { settledRoles, useTestDatabase } from '../../helpers/db';
+import { CONSUMERS } from '../../../functions/consumers/index';
 import {
+  CONSUMER_TABLES,
+  consumerTables,
   effectiveGrant,
   FUNCTIONS,
   LOGIN,
@@ -123,7 +126,14 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
         if (held.length > 0) actual[name]![role] = held;
       }
     }
-    expect(actual).toEqual(Object.fromEntries(Object.entries(SEQUENCES).map(([n, roles]) => [n, { ...roles }])));
+    // The identity and serial sequences of the consumers' own tables: no role needs a grant on them.
+    const owned = await db.sql<{ name: string }[]>`
+      select format('%s.%s', n.nspname, s.relname) as name
+      from pg_depend d join pg_class s on s.oid = d.objid join pg_namespace n on n.oid = s.relnamespace
+      join pg_class t on t.oid = d.refobjid join pg_namespace tn on tn.oid = t.relnamespace
+      where s.relkind = 'S' and d.deptype in ('a', 'i') and format('%s.%s', tn.nspname, t.relname) = any(${Object.keys(CONSUMER_TABLES)})`;
+    const expected = { ...SEQUENCES, ...Object.fromEntries(owned.map(({ name }) => [name, {}])) };
+    expect(actual).toEqual(Object.fromEntries(Object.entries(expected).map(([n, roles]) => [n, { ...roles }])));
   });
 
   it('lists every function and procedure, with the roles that may execute it (none by default: not even PUBLIC)', async () => {
@@ -138,6 +148,22 @@ describe('the privilege matrix (test/db/security/privileges.ts)', () => {
     expect(Object.fromEntries(functions.map((f) => [f.signature, f.executors]))).toEqual(
       Object.fromEntries(Object.entries(FUNCTIONS).map(([s, roles]) => [s, [...roles].sort()])),
     );
+  });
+
+  it("derives the shipped consumers' grants from their declarations: what their handlers need, no more", () => {
+    // The example consumers as fixtures: a declaration that changed what it grants changes this.
+    const shipped = consumerTables(CONSUMERS.filter((c) => ['case-projection', 'case-sla', 'notification-service'].includes(c.name)));
+    expect(shipped).toEqual({
+      'case_core.case_audit': { inbox_worker_case_projection: { insert: true }, inbox_worker_case_sla: { insert: true } },
+      'read_model.case_summary': { inbox_worker_case_projection: { select: true, insert: true, update: true } },
+      'case_core.sla_obligation': {
+        inbox_worker_case_sla: { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
+      },
+      'public.notification_jobs': {
+        inbox_ingest_notification_service: { insert: true },
+        inbox_worker_notification_service: { insert: true },
+      },
+    });
   });
 
   it('lists every schema with the roles that may use it; none may create in any', async () => {

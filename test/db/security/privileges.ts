@@ -9,9 +9,12 @@
  * Adding a table, sequence or function in a migration: grant what each role's code uses
  * in that migration, and add the object here. An object missing from this file fails the
  * test, as does any privilege the database has and this file does not (or the reverse).
- * A consumer's domain table: its worker role gets what its handlers write; an inline
- * consumer's ingest role gets the same; no other role gets anything. Which rows of the
- * shared tables a consumer's role reaches is row-level security's (rls.test.ts).
+ * A consumer's domain tables, its roles' memberships and the schemas they use come from the
+ * declarations (CONSUMER_TABLES below): its worker role gets what its `tables` say; an inline
+ * consumer's ingest role gets the same; no other role gets anything. So adding a consumer
+ * changes nothing here; privileges.test.ts holds the shipped consumers' grants to what
+ * their handlers need, literally. Which rows of the shared tables a consumer's role
+ * reaches is row-level security's (rls.test.ts).
  */
 import { CONSUMERS } from '../../../functions/consumers/index';
 import {
@@ -20,16 +23,10 @@ import {
   KIND_ROLES,
   type ConsumerRoleKind,
   type DatabaseRole,
+  type TablePrivileges,
 } from '../../../functions/lib/database-roles';
 
 const { ingest, ingestInline, worker, reaper, ops, relay } = DatabaseRoles;
-
-// The reference consumers' own roles.
-const projectionWorker = 'inbox_worker_case_projection';
-const slaWorker = 'inbox_worker_case_sla';
-const notificationWorker = 'inbox_worker_notification_service';
-const notificationIngest = 'inbox_ingest_notification_service';
-const slaRelay = 'inbox_relay_case_sla';
 
 /** The declared consumers' roles of one kind. */
 export function rolesOfKind(kind: ConsumerRoleKind): DatabaseRole[] {
@@ -41,16 +38,10 @@ export function rolesOfKind(kind: ConsumerRoleKind): DatabaseRole[] {
 /** Every role the matrix covers: the kind roles and each declared consumer's. */
 export const ROLES: readonly DatabaseRole[] = [...KIND_ROLES, ...consumerRolesOf(CONSUMERS).map((r) => r.role)];
 
-/** The groups each role is a member of (directly), as migrations 0045 and 0130 make them. */
+/** The groups each role is a member of (directly), as migrations 0045 and 0130 make them: a consumer's role, its kind's. */
 export const MEMBER_OF: Partial<Record<DatabaseRole, readonly DatabaseRole[]>> = {
   [ingestInline]: [ingest],
-  inbox_ingest_case_projection: [ingest],
-  inbox_ingest_case_sla: [ingest],
-  [notificationIngest]: [ingestInline],
-  [projectionWorker]: [worker],
-  [slaWorker]: [worker],
-  [notificationWorker]: [worker],
-  [slaRelay]: [relay],
+  ...Object.fromEntries(consumerRolesOf(CONSUMERS).map((r) => [r.role, r.groups])),
 };
 
 /** The roles that can log in: the cross-consumer functions' and the consumers' own; the kinds of ingest, worker and relay are groups. */
@@ -88,8 +79,31 @@ const INBOX_LEASE_OUTCOME = [
 /** The raw poison table's unique key: the ON CONFLICT target of record-poison.ts. */
 const POISON_OFFSET_KEY = ['consumer_name', 'topic_name', 'partition_no', 'offset_no'] as const;
 
+/**
+ * The consumers' own tables: each declaration's `tables`, granted to its worker role and,
+ * for an inline consumer, to its ingest role (whose handlers run there too).
+ */
+export function consumerTables(consumers: typeof CONSUMERS): Record<string, Partial<Record<DatabaseRole, TableGrant>>> {
+  const tables: Record<string, Partial<Record<DatabaseRole, TableGrant>>> = {};
+  for (const r of consumerRolesOf(consumers)) {
+    const consumer = consumers.find((c) => c.name === r.consumerName)!;
+    if (r.kind === 'relay' || (r.kind === 'ingest' && consumer.mode !== 'inline')) continue;
+    for (const [table, privileges] of Object.entries(consumer.tables ?? {})) {
+      (tables[table] ??= {})[r.role] = grantOf(privileges);
+    }
+  }
+  return tables;
+}
+
+function grantOf(privileges: TablePrivileges): TableGrant {
+  return Object.fromEntries(Object.entries(privileges).filter(([, v]) => v !== undefined)) as TableGrant;
+}
+
+export const CONSUMER_TABLES = consumerTables(CONSUMERS);
+
 /** Tables and views, schema-qualified; a role not listed has no privilege at all. */
 export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> = {
+  ...CONSUMER_TABLES,
   'integration.consumer_inbox': {
     // SELECT on the columns of its ON CONFLICT target only: it can tell an event id is stored, not read an event.
     [ingest]: { insert: true, select: ['consumer_name', 'event_id'] },
@@ -203,24 +217,6 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
   'integration.outbox_lane': {
     [relay]: { select: true, delete: true, update: ['due_at', 'locked_by', 'locked_at', 'lease_expires_at', 'updated_at'] },
   },
-  // The case consumers' audit (migration 0080), written by their handlers in the worker:
-  // each case consumer's worker role, nobody else.
-  'case_core.case_audit': {
-    [projectionWorker]: { insert: true },
-    [slaWorker]: { insert: true },
-  },
-  'read_model.case_summary': {
-    [projectionWorker]: { select: true, insert: true, update: true },
-  },
-  'case_core.sla_obligation': {
-    // SELECT of what its insert RETURNs: did it open the obligation (audit and outbox follow)?
-    [slaWorker]: { insert: true, select: ['case_id', 'obligation_type', 'due_at', 'source_event_id'] },
-  },
-  // An inline consumer's table: its ingest processes most rows, its worker those handed on.
-  'public.notification_jobs': {
-    [notificationIngest]: { insert: true },
-    [notificationWorker]: { insert: true },
-  },
   // Which consumer each consumer role serves (0130): read through consumer_of_role() only.
   'integration.consumer_role': {},
   // The operators' own roles (0203), and an operator's changes until its transaction commits: the owner's and its triggers' only.
@@ -232,9 +228,10 @@ export const TABLES: Record<string, Partial<Record<DatabaseRole, TableGrant>>> =
 };
 
 /** Sequences (identity and serial columns), schema-qualified: the roles with USAGE (nextval). */
+// A consumer table's identity sequence is held to no grant by privileges.test.ts (an INSERT
+// takes the next value without one), wherever a consumer's migration adds one.
 export const SEQUENCES: Record<string, Partial<Record<DatabaseRole, readonly ('USAGE' | 'SELECT' | 'UPDATE')[]>>> = {
   // Identity columns' sequences: an INSERT takes the next value without a grant on them.
-  'case_core.case_audit_audit_id_seq': {},
   'integration.outbox_outbox_seq_seq': {},
   'integration.operator_change_change_id_seq': {},
 };
@@ -282,12 +279,24 @@ export const FUNCTIONS: Record<string, readonly DatabaseRole[]> = {
   'integration.retire_operator_roles(name[])': [],
 };
 
-/** Schemas: the roles with USAGE. CREATE belongs to the owner alone. */
+/** The schemas of the consumers' tables, each with the roles granted a table in it. */
+function consumerSchemas(): Record<string, DatabaseRole[]> {
+  const schemas: Record<string, DatabaseRole[]> = {};
+  for (const [table, grants] of Object.entries(CONSUMER_TABLES)) {
+    const roles = (schemas[table.split('.')[0]!] ??= []);
+    for (const role of Object.keys(grants) as DatabaseRole[]) if (!roles.includes(role)) roles.push(role);
+  }
+  return schemas;
+}
+
+/**
+ * Schemas: the roles with USAGE. CREATE belongs to the owner alone. `public` is listed even
+ * when no consumer uses it (the migrations revoke PUBLIC's usage of it).
+ */
 export const SCHEMAS: Record<string, readonly DatabaseRole[]> = {
+  public: [],
+  ...consumerSchemas(),
   integration: [ingest, ingestInline, worker, reaper, ops, relay, ...consumerRolesOf(CONSUMERS).map((r) => r.role)],
-  read_model: [projectionWorker],
-  case_core: [projectionWorker, slaWorker],
-  public: [notificationIngest, notificationWorker],
 };
 
 function mergeColumns(a: Columns | undefined, b: Columns | undefined): Columns | undefined {

@@ -2,7 +2,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { caseProjection } from '../../../functions/consumers/case-projection';
 import { caseSla } from '../../../functions/consumers/case-sla';
-import { notificationService } from '../../../functions/consumers/notification-service';
 import { defineHandler } from '../../../functions/framework';
 import { ErrorCodes, NonRetryableError, RetryableError } from '../../../functions/lib/errors';
 import { z } from 'zod';
@@ -292,24 +291,5 @@ describe('worker outcomes', () => {
     expect(await inboxRow(sql, first.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     expect(await inboxRow(sql, second.inbox_id)).toMatchObject({ status: 'PROCESSED' });
     expect(await summary('case_shared')).toMatchObject({ case_status: 'ACCEPTED', last_event_id: second.event_id });
-  });
-
-  it('notification-service: the worker finishes rows the inline path left behind', async () => {
-    const orgId = '0b7f3f9e-8a9c-4c43-9a51-2f3a1f1f5e11';
-    const row = await insertInboxRow(sql, {
-      consumerName: 'notification-service',
-      eventType: 'payment.completed',
-      aggregateType: 'payment',
-      topic: 'payment.completed',
-      tenantId: orgId,
-      payload: { amount: 1200, currency: 'EUR' },
-    });
-
-    await work(db.as(workerRoleOf(notificationService)), notificationService);
-
-    expect(await inboxRow(sql, row.inbox_id)).toMatchObject({ status: 'PROCESSED' });
-    const jobs = await sql<{ organization_id: string; channel: string; source_event_id: string }[]>`
-      select organization_id, channel, source_event_id from public.notification_jobs`;
-    expect(jobs).toEqual([{ organization_id: orgId, channel: 'email', source_event_id: row.event_id }]);
   });
 });
