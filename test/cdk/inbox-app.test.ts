@@ -618,7 +618,7 @@ describe('observability', () => {
     // per consumer 8 (+ outbox), errors and throttles per function, a heartbeat per scheduled
     // function (workers, reaper, relay), two queues, three on the database
     const scheduled = CONSUMERS.length + 2;
-    expect(alarms).toHaveLength(CONSUMERS.length * 7 + emitting + functionCount * 2 + scheduled + 2 + 3);
+    expect(alarms).toHaveLength(CONSUMERS.length * 8 + emitting + functionCount * 2 + scheduled + 2 + 3);
     const runbook = readFileSync(new URL('../../docs/runbooks.md', import.meta.url), 'utf8');
     const bySection = new Map<string, number>();
     for (const a of alarms) {
