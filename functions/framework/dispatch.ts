@@ -16,7 +16,7 @@ import type { ConsumerDeclaration, EventHandler, InboxEvent } from './types';
 /**
  * Run a set-based handler on events inside `tx`, with a handler context bound to `tx`
  * (its audit entries collected in `audits` when given). The worker's fast path calls it
- * once per stage and handler.
+ * once per wave and handler.
  */
 export function runBatch(
   consumer: ConsumerDeclaration,

@@ -9,8 +9,8 @@
  * the same event ids again.
  *
  * Audit entries may be collected instead of written at once (AuditBatch): the worker's fast
- * path writes the entries of all its stages in one statement after the last, inside the
- * same savepoint, rather than one statement per stage. They commit or roll back with the
+ * path writes the entries of all its waves in one statement after the last, inside the
+ * same savepoint, rather than one statement per wave. They commit or roll back with the
  * effects all the same; nothing reads a batch's audit rows before it commits.
  */
 import type { TransactionSql } from '../lib/db';

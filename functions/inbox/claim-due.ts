@@ -177,7 +177,7 @@ function laneRows(q: Queryable) {
 /**
  * The runs, lane by lane, cut at the claim's limit. A run is at most the batch's share of
  * the lanes that have one (and at most runLength), so a batch spreads over as many
- * aggregates as it can: its stages are the rows of its longest run (process-batch.ts).
+ * aggregates as it can: its waves are the rows of its longest run (process-batch.ts).
  */
 function picked(q: Queryable, limit: number, runLength: number) {
   return q`picked as materialized (
