@@ -82,3 +82,14 @@ export interface WorkerResult {
   lost: number;
   stoppedBy: StopReason;
 }
+
+/** A worker's counts before it has done anything: where a result starts, and what one that never claimed reports. */
+export const NO_WORK: Readonly<Omit<WorkerResult, 'stoppedBy'>> = {
+  claimed: 0,
+  processed: 0,
+  retried: 0,
+  quarantined: 0,
+  ignored: 0,
+  released: 0,
+  lost: 0,
+};

@@ -19,10 +19,10 @@ import type { Sql } from '../lib/db';
 import { tracer } from '../lib/tracing';
 import { noOutcomes, publishNewOutcomes, publishRemainingOutcomes, recordReports, type OutcomeCounts } from './batch-outcomes';
 import { runClaimedBatch } from './claimed-batch';
-import type { BatchContext, StopReason, WorkerResult } from './batch-types';
+import { NO_WORK, type BatchContext, type StopReason, type WorkerResult } from './batch-types';
 import { handBackLost, lanesOf } from './process-batch';
 
-export type { StopReason, WorkerResult } from './batch-types';
+export { NO_WORK, type StopReason, type WorkerResult } from './batch-types';
 
 export interface WorkerDependencies {
   sql: Sql;
@@ -103,16 +103,7 @@ function startRun(deps: WorkerDependencies): WorkerRun {
     safetyMarginMs: deps.config.worker.safetyMarginMs,
     ...(deps.random ? { random: deps.random } : {}),
   };
-  const result: WorkerResult = {
-    claimed: 0,
-    processed: 0,
-    retried: 0,
-    quarantined: 0,
-    ignored: 0,
-    released: 0,
-    lost: 0,
-    stoppedBy: 'drained',
-  };
+  const result: WorkerResult = { ...NO_WORK, stoppedBy: 'drained' };
   return { deps, ctx, result, lost: [], totalLanes: 0, busyMs: 0, reported: noOutcomes(), emptyClaims: 0, lastFoundAt: performance.now() };
 }
 

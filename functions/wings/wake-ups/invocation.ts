@@ -40,7 +40,7 @@ import { classifyError } from '../../lib/errors';
 import { tracer } from '../../lib/tracing';
 import { isInvited, readWorkerEvent, type WorkerEvent, type WorkerTarget } from './wake-up';
 import { fanOut, type FanOutPolicy, type FanOutState } from './fan-out';
-import { newOwnerId, runWorker, type StopReason, type WorkerResult } from '../../worker/run-worker';
+import { newOwnerId, NO_WORK, runWorker, type StopReason, type WorkerResult } from '../../worker/run-worker';
 import { leave, openSession, renewIfDue, SLOT_HOLD_SECONDS, wakeInvited, type SlotScope, type SlotSession } from './slot-session';
 
 export interface InvocationDependencies {
@@ -74,17 +74,7 @@ export interface InvocationResult extends Omit<WorkerResult, 'stoppedBy'> {
   handedOver: boolean;
 }
 
-const NOTHING: Omit<InvocationResult, 'stoppedBy' | 'slot'> = {
-  claimed: 0,
-  processed: 0,
-  retried: 0,
-  quarantined: 0,
-  ignored: 0,
-  released: 0,
-  lost: 0,
-  fannedOut: 0,
-  handedOver: false,
-};
+const NOTHING: Omit<InvocationResult, 'stoppedBy' | 'slot'> = { ...NO_WORK, fannedOut: 0, handedOver: false };
 
 /** What every invocation of the process works with, fixed when it starts. */
 interface InvocationSetup {
